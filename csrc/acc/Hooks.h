@@ -1,0 +1,70 @@
+#pragma once
+
+#include <torch/csrc/acc/PythonMethods.h>
+#include <torch/csrc/acc/compat.h>
+
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+
+namespace torch::acc {
+
+// The Python base class `PrivateUse1Hooks`. A backend subclasses it and
+// defines any of the methods named in `Hooks::kMethods`.
+struct PythonHooks {
+  virtual ~PythonHooks() = default;
+};
+
+// PrivateUse1's at::PrivateUse1HooksInterface, forwarding to a Python object.
+//
+// Defaults for what the object does not define: the backend is built and
+// available, every device has a primary context (a Python backend has no
+// context to create lazily), init() does nothing, and device queries
+// (count, current device) go to PrivateUse1's device guard, so that hooks and
+// guard never disagree. Generators and pinned memory fail with a message
+// naming the method to define.
+class Hooks final : public at::PrivateUse1HooksInterface {
+ public:
+  enum Method : size_t {
+    kIsBuilt,
+    kIsAvailable,
+    kHasPrimaryContext,
+    kInit,
+    kIsPinnedPtr,
+    kNumMethods,
+  };
+  static constexpr std::array<const char*, kNumMethods> kMethods = {
+      "is_built",
+      "is_available",
+      "has_primary_context",
+      "init",
+      "is_pinned_ptr",
+  };
+
+  explicit Hooks(py::handle hooks);
+
+#if TORCH_ACC_HOOKS_HAVE_AVAILABILITY
+  bool isBuilt() const override;
+  bool isAvailable() const override;
+#endif
+  bool hasPrimaryContext(c10::DeviceIndex device_index) const override;
+  void init() const override;
+  c10::DeviceIndex deviceCount() const override;
+  void setCurrentDevice(c10::DeviceIndex device) const override;
+  c10::DeviceIndex getCurrentDevice() const override;
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override;
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override;
+  bool isPinnedPtr(const void* data) const override;
+
+  // Whether the backend says it is available; the hook for
+  // `torch.<backend>.is_available()` on every torch version.
+  bool available() const;
+  bool built() const;
+
+ private:
+  PythonMethods<kNumMethods> py_;
+};
+
+// Installs `hooks` as PrivateUse1's hooks. Returns false, and installs
+// nothing, when PrivateUse1 already has hooks.
+bool registerHooks(py::handle hooks);
+
+} // namespace torch::acc

@@ -1,0 +1,75 @@
+#include <torch/csrc/acc/PayloadTensor.h>
+
+#include <ATen/core/Tensor.h>
+
+namespace torch::acc {
+
+PayloadTensorImpl::PayloadTensorImpl(
+    c10::Storage storage,
+    caffe2::TypeMeta dtype,
+    c10::intrusive_ptr<PayloadSlot> slot)
+    : c10::TensorImpl(
+          std::move(storage),
+          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+          dtype),
+      slot_(std::move(slot)) {}
+
+template <typename VariableVersion>
+c10::intrusive_ptr<c10::TensorImpl> PayloadTensorImpl::shallowCopyAndDetach(
+    VariableVersion&& version_counter,
+    bool allow_tensor_metadata_change) const {
+  auto impl = c10::make_intrusive<PayloadTensorImpl>(
+      c10::Storage(storage()), dtype(), slot_);
+  copy_tensor_metadata(
+      /*src_impl=*/this,
+      /*dest_impl=*/impl.get(),
+      /*version_counter=*/std::forward<VariableVersion>(version_counter),
+      /*allow_tensor_metadata_change=*/allow_tensor_metadata_change);
+  impl->refresh_numel();
+  impl->refresh_contiguous();
+  return impl;
+}
+
+c10::intrusive_ptr<c10::TensorImpl> PayloadTensorImpl::shallow_copy_and_detach(
+    const c10::VariableVersion& version_counter,
+    bool allow_tensor_metadata_change) const {
+  return shallowCopyAndDetach(version_counter, allow_tensor_metadata_change);
+}
+
+c10::intrusive_ptr<c10::TensorImpl> PayloadTensorImpl::shallow_copy_and_detach(
+    c10::VariableVersion&& version_counter,
+    bool allow_tensor_metadata_change) const {
+  return shallowCopyAndDetach(
+      std::move(version_counter), allow_tensor_metadata_change);
+}
+
+void PayloadTensorImpl::shallow_copy_from(
+    const c10::intrusive_ptr<c10::TensorImpl>& impl) {
+  auto* src = dynamic_cast<PayloadTensorImpl*>(impl.get());
+  TORCH_CHECK(
+      src != nullptr,
+      "expected a torch_acc tensor to copy metadata from, but got one with "
+      "dispatch keys ",
+      impl->key_set());
+  copy_tensor_metadata(
+      /*src_impl=*/src,
+      /*dest_impl=*/this,
+      /*version_counter=*/version_counter(),
+      /*allow_tensor_metadata_change=*/allow_tensor_metadata_change());
+  slot_ = src->slot_;
+  refresh_numel();
+  refresh_contiguous();
+}
+
+PayloadTensorImpl& payloadImpl(const at::Tensor& tensor) {
+  auto* impl = dynamic_cast<PayloadTensorImpl*>(tensor.unsafeGetTensorImpl());
+  TORCH_CHECK_TYPE(
+      impl != nullptr,
+      "expected a tensor made by torch_acc (on ",
+      c10::get_privateuse1_backend(),
+      "), but got a tensor on ",
+      tensor.device());
+  return *impl;
+}
+
+} // namespace torch::acc

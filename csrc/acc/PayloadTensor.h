@@ -1,0 +1,53 @@
+#pragma once
+
+#include <c10/core/SafePyObject.h>
+#include <c10/core/TensorImpl.h>
+
+#include <optional>
+
+namespace torch::acc {
+
+// The device data of a PrivateUse1 tensor made by torch_acc: any Python object
+// (a NumPy array, a JAX array, a handle to remote memory...). A tensor and its
+// shallow copies (detach(), autograd's saved and non-differentiable views)
+// share one slot, so rebinding the payload of one is seen by all of them.
+struct PayloadSlot final : c10::intrusive_ptr_target {
+  // Empty until a payload is set. Set and read with the GIL held; released
+  // through the interpreter, which takes the GIL (c10::SafePyObject).
+  std::optional<c10::SafePyObject> object;
+};
+
+// A PrivateUse1 TensorImpl whose device data is a payload slot.
+class PayloadTensorImpl final : public c10::TensorImpl {
+ public:
+  PayloadTensorImpl(
+      c10::Storage storage,
+      caffe2::TypeMeta dtype,
+      c10::intrusive_ptr<PayloadSlot> slot);
+
+  const c10::intrusive_ptr<PayloadSlot>& slot() const {
+    return slot_;
+  }
+
+  c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
+      const c10::VariableVersion& version_counter,
+      bool allow_tensor_metadata_change) const override;
+  c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
+      c10::VariableVersion&& version_counter,
+      bool allow_tensor_metadata_change) const override;
+  void shallow_copy_from(const c10::intrusive_ptr<c10::TensorImpl>& impl)
+      override;
+
+ private:
+  template <typename VariableVersion>
+  c10::intrusive_ptr<c10::TensorImpl> shallowCopyAndDetach(
+      VariableVersion&& version_counter,
+      bool allow_tensor_metadata_change) const;
+
+  c10::intrusive_ptr<PayloadSlot> slot_;
+};
+
+// The payload impl of `tensor`; a clear error when it is not a torch_acc tensor.
+PayloadTensorImpl& payloadImpl(const at::Tensor& tensor);
+
+} // namespace torch::acc

@@ -1,0 +1,24 @@
+#pragma once
+
+// Differences between the torch releases torch_acc supports (2.6 to 2.14),
+// in one place. Everything else in csrc/acc is version-independent.
+
+#include <torch/version.h>
+
+#define TORCH_ACC_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) ||            \
+   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+// at::AcceleratorHooksInterface gained isBuilt()/isAvailable() in 2.7; before,
+// PrivateUse1 availability was only known to the Python device module.
+#define TORCH_ACC_HOOKS_HAVE_AVAILABILITY TORCH_ACC_TORCH_AT_LEAST(2, 7)
+
+// DeviceGuardImplInterface::getStream() and exchangeStream() were noexcept up
+// to 2.6; later releases let them throw. On the old interface a Python error
+// there cannot propagate.
+#define TORCH_ACC_STREAM_QUERIES_NOEXCEPT (!TORCH_ACC_TORCH_AT_LEAST(2, 7))
+#if TORCH_ACC_STREAM_QUERIES_NOEXCEPT
+#define TORCH_ACC_STREAM_NOEXCEPT noexcept
+#else
+#define TORCH_ACC_STREAM_NOEXCEPT
+#endif

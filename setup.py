@@ -1,0 +1,45 @@
+"""Builds the standalone extension torch_acc._C against the installed torch."""
+
+import os
+from pathlib import Path
+
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+ROOT = Path(__file__).resolve().parent
+
+
+def _include_root() -> str:
+    """A folder in which ``torch/csrc/acc`` is ``csrc/acc``.
+
+    The core includes its own headers by their in-tree paths
+    (``<torch/csrc/acc/...>``), so that the same files build standalone and
+    inside a PyTorch checkout. This folder comes first on the include path,
+    before torch's own headers (torch >= 2.10 ships a ``torch/csrc/acc`` too).
+    """
+    root = ROOT / "build" / "include"
+    link = root / "torch" / "csrc" / "acc"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    target = os.path.relpath(ROOT / "csrc" / "acc", link.parent)
+    if not link.is_symlink() or os.readlink(link) != target:
+        if link.is_symlink():
+            link.unlink()
+        link.symlink_to(target, target_is_directory=True)
+    return str(root)
+
+
+sources = ["csrc/standalone.cpp"] + sorted(
+    str(p.relative_to(ROOT)) for p in (ROOT / "csrc" / "acc").glob("*.cpp")
+)
+
+setup(
+    ext_modules=[
+        CppExtension(
+            "torch_acc._C",
+            sources,
+            include_dirs=[_include_root()],
+            extra_compile_args=["-O2", "-fvisibility=hidden"],
+        )
+    ],
+    cmdclass={"build_ext": BuildExtension},
+)

@@ -1,0 +1,27 @@
+r"""torch_acc: let a Python object be a real PyTorch device.
+
+A backend author writes kernels in Python (NumPy, JAX, a remote service...), calls
+:func:`setup_privateuseone_for_python_backend` once and registers kernels with
+``torch.library``; the device then works with ``.to(...)``, printing, autograd and views.
+
+Example::
+
+    >>> # xdoctest: +SKIP
+    >>> import torch, torch_acc
+    >>> torch_acc.setup_privateuseone_for_python_backend("npy")
+    >>> torch.device("npy:0")
+    device(type='npy', index=0)
+"""
+
+import torch  # noqa: F401  (loads libtorch before the extension)
+
+from torch_acc import _C
+from torch_acc._C import DeviceGuard, PrivateUse1Hooks
+from torch_acc.backend_registration import setup_privateuseone_for_python_backend
+
+__all__ = [
+    "DeviceGuard",
+    "PrivateUse1Hooks",
+    "setup_privateuseone_for_python_backend",
+    "_C",
+]

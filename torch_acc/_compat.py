@@ -1,0 +1,9 @@
+"""Differences between the torch releases torch_acc supports (2.6 to 2.14), in one place."""
+
+import torch
+
+TORCH_VERSION = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
+
+#: torch >= 2.10 ships its own, smaller ``torch._C._acc``. torch_acc never uses it: the
+#: standalone extension ``torch_acc._C`` carries the same names (and more).
+HAS_UPSTREAM_ACC = hasattr(torch._C, "_acc")

@@ -1,0 +1,239 @@
+r"""Set up PrivateUse1 as a device whose backend is written in Python.
+
+This is the standalone form of the ``torch.utils.backend_registration`` extensions of the
+patch series: after :func:`setup_privateuseone_for_python_backend`, kernels registered with
+``torch.library`` for ``"privateuseone"`` make a device that behaves like one built in C++.
+"""
+
+import re
+import threading
+
+import torch
+
+from torch_acc import _C
+
+__all__ = ["setup_privateuseone_for_python_backend"]
+
+_DEFAULT_NAME = "privateuseone"
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+_lock = threading.Lock()
+#: The backend set up in this process: ``(name, device module)``, or None.
+_setup_done: tuple[str, object] | None = None
+
+
+class _DefaultDeviceGuard(_C.DeviceGuard):
+    """The guard used when the backend gives none.
+
+    It takes the device count from the backend's device module when the backend gave one
+    with ``device_count()``; everything else keeps the C++ defaults (see
+    ``csrc/acc/DeviceGuard.h``), which need no Python and so take no GIL.
+    """
+
+    def __init__(self, backend_module=None):
+        super().__init__()
+        if backend_module is not None and callable(getattr(backend_module, "device_count", None)):
+            self.device_count = backend_module.device_count
+
+
+class _DefaultHooks(_C.PrivateUse1Hooks):
+    """The hooks used when the backend gives none: built, available, nothing to initialize."""
+
+
+class _DefaultDeviceModule:
+    """The device module registered as ``torch.<name>`` when the backend gives none.
+
+    Device queries go to the device guard, so that this module, ``torch.accelerator`` and the
+    C++ side always agree.
+    """
+
+    def __init__(self, name: str, hooks: _C.PrivateUse1Hooks):
+        self._name = name
+        self._hooks = hooks
+        self._seed = 0
+
+    def __repr__(self) -> str:
+        return f"<torch_acc device module {self._name!r}>"
+
+    def is_available(self) -> bool:
+        is_available = getattr(self._hooks, "is_available", None)
+        return True if is_available is None else bool(is_available())
+
+    def is_initialized(self) -> bool:
+        return True
+
+    def _is_in_bad_fork(self) -> bool:
+        return False
+
+    def device_count(self) -> int:
+        return _C.device_count()
+
+    def current_device(self) -> int:
+        return _C.current_device()
+
+    def _index(self, device) -> int:
+        if device is None:
+            return _C.current_device()
+        if isinstance(device, int):
+            return device
+        device = torch.device(device)
+        if device.type != self._name:
+            raise ValueError(f"expected a {self._name} device, but got {device}")
+        return _C.current_device() if device.index is None else device.index
+
+    def set_device(self, device) -> None:
+        _C.set_device(self._index(device))
+
+    def synchronize(self, device=None) -> None:
+        _C.synchronize(self._index(device))
+
+    # The backend has no random number generator of its own: it draws nothing at random.
+    # The seed is recorded so that ``torch.manual_seed`` (which calls ``manual_seed_all`` on
+    # every device module) works and ``initial_seed()`` reports it; a backend with random
+    # ops gives a device module that seeds its generator.
+    def manual_seed(self, seed: int) -> None:
+        self._seed = int(seed)
+
+    def manual_seed_all(self, seed: int) -> None:
+        self._seed = int(seed)
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+
+def _check_name(name) -> str:
+    if name is None:
+        return _DEFAULT_NAME
+    if not isinstance(name, str):
+        raise TypeError(f"expected the backend name to be a str, but got {type(name).__name__}")
+    if not _NAME.match(name):
+        raise ValueError(
+            f"invalid backend name {name!r}: expected a Python identifier such as 'npy' "
+            "(letters, digits and '_', not starting with a digit)"
+        )
+    if name != torch._C._get_privateuse1_backend_name():
+        try:
+            torch.device(name)
+        except RuntimeError:
+            pass
+        else:
+            raise ValueError(
+                f"invalid backend name {name!r}: it is a device type built into PyTorch"
+            )
+    return name
+
+
+def setup_privateuseone_for_python_backend(
+    rename=None, backend_module=None, hook=None, device_guard=None
+):
+    r"""Prepare PrivateUse1 to be a device whose backend is written in Python.
+
+    This installs what PyTorch expects of a backend registered in C++: the device name, the
+    tensor/module/storage methods (``Tensor.to_<name>()``, ``Tensor.is_<name>``, ...), the
+    device module ``torch.<name>``, hooks and a device guard. Afterwards, kernels registered
+    with ``torch.library`` for ``"privateuseone"`` run for tensors on the device, and autograd,
+    views and printing work as on a C++ backend.
+
+    Calling it again with the same name does nothing. Registration is process-global.
+
+    Args:
+        rename (str, optional): the device name (default ``"privateuseone"``). Must be a Python
+            identifier that is not a device type built into PyTorch.
+        backend_module (object, optional): the device module, registered as
+            ``torch.<name>``. By default, a module whose ``device_count``,
+            ``current_device``, ``set_device`` and ``synchronize`` come from the device guard.
+        hook (torch_acc._C.PrivateUse1Hooks, optional): the hooks; by default, hooks saying the
+            backend is built and available.
+        device_guard (torch_acc._C.DeviceGuard, optional): the device guard; by default one
+            that takes ``device_count()`` from ``backend_module`` and otherwise describes a
+            synchronous device with one default stream per device.
+
+    Returns:
+        The device module registered as ``torch.<name>``.
+
+    Raises:
+        ValueError: ``rename`` is not a valid device name.
+        RuntimeError: PrivateUse1 is already held by another backend.
+
+    Example::
+
+        >>> # xdoctest: +SKIP
+        >>> import torch_acc
+        >>> torch_acc.setup_privateuseone_for_python_backend("npy")
+        >>> @torch.library.impl("aten::add.Tensor", "privateuseone")
+        ... def add(a, b, *, alpha=1): ...
+        >>> torch.device("npy:0")
+        device(type='npy', index=0)
+    """
+    global _setup_done
+    name = _check_name(rename)
+    with _lock:
+        if _setup_done is not None:
+            done_name, done_module = _setup_done
+            if done_name != name:
+                raise RuntimeError(
+                    f"cannot set up backend {name!r}: PrivateUse1 is already held by backend "
+                    f"{done_name!r} (one Python backend per process on this torch)"
+                )
+            if backend_module is not None and backend_module is not done_module:
+                raise RuntimeError(
+                    f"backend {name!r} is already set up with device module {done_module!r}, "
+                    f"not {backend_module!r}"
+                )
+            return done_module
+        _check_slot_free(name)
+
+        hook = _DefaultHooks() if hook is None else hook
+        if device_guard is None:
+            device_guard = _DefaultDeviceGuard(backend_module)
+        if backend_module is None:
+            backend_module = _DefaultDeviceModule(name, hook)
+        # Type errors before anything global changes.
+        _check_type(hook, _C.PrivateUse1Hooks, "hook")
+        _check_type(device_guard, _C.DeviceGuard, "device_guard")
+
+        # The order matters: methods and the device module are named after the backend, and
+        # the device guard must exist before anything asks for a device of this type.
+        if name != _DEFAULT_NAME:
+            torch.utils.rename_privateuse1_backend(name)
+        torch.utils.generate_methods_for_privateuse1_backend()
+        torch._register_device_module(name, backend_module)
+        _register(_C.register_python_privateuseone_device_guard, device_guard, name)
+        _register(_C.register_python_privateuseone_hook, hook, name)
+        _setup_done = (name, backend_module)
+        return backend_module
+
+
+def _check_type(obj, cls, what: str) -> None:
+    if not isinstance(obj, cls):
+        raise TypeError(
+            f"expected {what} to be an instance of a subclass of torch_acc._C.{cls.__name__}, "
+            f"but got {type(obj).__qualname__}"
+        )
+
+
+def _holder() -> str:
+    return torch._C._get_privateuse1_backend_name()
+
+
+def _check_slot_free(name: str) -> None:
+    holder = _holder()
+    taken = (
+        holder not in (_DEFAULT_NAME, name)
+        or getattr(torch, holder, None) is not None
+        or _C.is_device_guard_registered()
+        or _C.is_hook_registered()
+    )
+    if taken:
+        raise RuntimeError(
+            f"cannot set up backend {name!r}: PrivateUse1 is already held by backend "
+            f"{holder!r}, set up outside torch_acc (only one PrivateUse1 backend per process)"
+        )
+
+
+def _register(register, obj, name: str) -> None:
+    if not register(obj):
+        raise RuntimeError(
+            f"cannot set up backend {name!r}: PrivateUse1 is already held by backend "
+            f"{_holder()!r}, whose {register.__name__.rsplit('_', 1)[-1]} is installed"
+        )

@@ -1,0 +1,1 @@
+"""Reference backends built on torch_acc's public API."""
