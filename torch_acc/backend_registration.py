@@ -167,6 +167,11 @@ def setup_privateuseone_for_python_backend(
     """
     global _setup_done
     name = _check_name(rename)
+    # Type errors before anything else, whatever state the process is in.
+    if hook is not None:
+        _check_type(hook, _C.PrivateUse1Hooks, "hook")
+    if device_guard is not None:
+        _check_type(device_guard, _C.DeviceGuard, "device_guard")
     with _lock:
         if _setup_done is not None:
             done_name, done_module = _setup_done
@@ -188,15 +193,12 @@ def setup_privateuseone_for_python_backend(
             device_guard = _DefaultDeviceGuard(backend_module)
         if backend_module is None:
             backend_module = _DefaultDeviceModule(name, hook)
-        # Type errors before anything global changes.
-        _check_type(hook, _C.PrivateUse1Hooks, "hook")
-        _check_type(device_guard, _C.DeviceGuard, "device_guard")
 
         # The order matters: methods and the device module are named after the backend, and
         # the device guard must exist before anything asks for a device of this type.
         if name != _DEFAULT_NAME:
             torch.utils.rename_privateuse1_backend(name)
-        torch.utils.generate_methods_for_privateuse1_backend()
+        torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
         torch._register_device_module(name, backend_module)
         _register(_C.register_python_privateuseone_device_guard, device_guard, name)
         _register(_C.register_python_privateuseone_hook, hook, name)

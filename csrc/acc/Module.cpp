@@ -55,7 +55,11 @@ void initBindings(PyObject* module) {
             guard,
             "DeviceGuard",
             "register_python_privateuseone_device_guard");
-        return registerDeviceGuard(guard);
+        if (!registerDeviceGuard(guard)) {
+          return false;
+        }
+        registerPayloadAllocator();
+        return true;
       },
       py::arg("guard"),
       "Installs `guard` as the PrivateUse1 device guard. Returns False, and "

@@ -1,6 +1,7 @@
 #include <torch/csrc/acc/PayloadTensor.h>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Allocator.h>
 
 namespace torch::acc {
 
@@ -59,6 +60,43 @@ void PayloadTensorImpl::shallow_copy_from(
   slot_ = src->slot_;
   refresh_numel();
   refresh_contiguous();
+}
+
+namespace {
+
+class PayloadAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t n) override {
+    const c10::Device device(c10::DeviceType::PrivateUse1, 0);
+    TORCH_CHECK(
+        n == 0,
+        "cannot allocate ",
+        n,
+        " bytes of storage on ",
+        c10::get_privateuse1_backend(),
+        ": its device data lives in torch_acc payloads, not in storages; "
+        "use .cpu() to get a tensor with storage");
+    return c10::DataPtr(nullptr, device);
+  }
+
+  void copy_data(void* dest, const void* src, std::size_t count)
+      const override {
+    TORCH_CHECK(
+        count == 0,
+        "cannot copy storage bytes on ",
+        c10::get_privateuse1_backend(),
+        ": it has no storage memory");
+  }
+};
+
+} // namespace
+
+void registerPayloadAllocator() {
+  if (c10::GetAllocator(c10::DeviceType::PrivateUse1) == nullptr) {
+    // A static: the allocator table keeps a raw pointer until exit.
+    static PayloadAllocator allocator;
+    c10::SetAllocator(c10::DeviceType::PrivateUse1, &allocator);
+  }
 }
 
 PayloadTensorImpl& payloadImpl(const at::Tensor& tensor) {

@@ -47,6 +47,12 @@ class PayloadTensorImpl final : public c10::TensorImpl {
   c10::intrusive_ptr<PayloadSlot> slot_;
 };
 
+// Makes PrivateUse1's allocator one that holds no memory, unless the device
+// already has an allocator. A torch_acc device keeps its data in payloads, so
+// `torch.UntypedStorage(n, device=...)` with n > 0 raises an error that says so
+// (instead of PyTorch dereferencing a missing allocator).
+void registerPayloadAllocator();
+
 // The payload impl of `tensor`; a clear error when it is not a torch_acc tensor.
 PayloadTensorImpl& payloadImpl(const at::Tensor& tensor);
 

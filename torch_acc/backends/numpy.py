@@ -85,7 +85,9 @@ class NumpyTensor(torch.Tensor):
     def __repr__(self, *, tensor_contents=None):
         if tensor_contents is None:
             cpu = self.detach().cpu()
-            tensor_contents = torch._tensor_str._tensor_str(cpu, len("tensor("))
+            # torch prints a subclass as "<class name>(" followed by the contents.
+            indent = len(type(self).__name__) + 1
+            tensor_contents = torch._tensor_str._tensor_str(cpu, indent)
         return super().__repr__(tensor_contents=tensor_contents)
 
     __str__ = __repr__
@@ -149,6 +151,15 @@ def _add_out(a, b, *, alpha=1, out):
     result = _add(_unwrap(a), _unwrap(b), alpha=alpha)
     torch_acc._C.set_payload(out, np.asarray(result, dtype=_unwrap(out).dtype))
     return out
+
+
+def _inplace(op):
+    def kernel(self, other, *args, **kwargs):
+        data = _unwrap(self)
+        data[...] = op(data, _unwrap(other), *args, **kwargs)
+        return self
+
+    return kernel
 
 
 def _div(a, b):
@@ -225,7 +236,10 @@ _KERNELS = {
     ),
     "add.Tensor": _binary(_add),
     "add.out": _add_out,
+    "add_.Tensor": _inplace(_add),
     "sub.Tensor": _binary(_sub),
+    "sub_.Tensor": _inplace(_sub),
+    "mul_.Tensor": _inplace(np.multiply),
     "mul.Tensor": _binary(np.multiply),
     "div.Tensor": _div_result,
     "neg": lambda self: _wrap(-_unwrap(self), self),

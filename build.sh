@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Set up a fresh machine and run torch_acc.
+#
+#   ./build.sh               set up, build, run the demo (python -m torch_acc.demo)
+#   ./build.sh test          set up, build, run every test (each file in its own process)
+#   ./build.sh patch [SRC]   apply patches/ to a PyTorch checkout (default: the reference base)
+#
+# TORCH_VERSION chooses the torch wheel (default 2.13.0); each version gets its own
+# virtual environment (.venv for the default, .venv-<version> otherwise) and build folder.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+TORCH_VERSION=${TORCH_VERSION:-2.13.0}
+if [[ $TORCH_VERSION == 2.13.0 ]]; then VENV=.venv; else VENV=.venv-$TORCH_VERSION; fi
+PY=$VENV/bin/python
+REQUIREMENTS=(
+  "torch==$TORCH_VERSION" numpy pybind11 ninja cmake pytest expecttest ruff setuptools wheel
+)
+
+log() { printf '[build.sh] %s\n' "$*" >&2; }
+
+setup_env() {
+  if [[ ! -x $PY ]]; then
+    log "creating $VENV"
+    python3 -m venv "$VENV"
+  fi
+  local stamp=$VENV/.torch_acc-requirements
+  if [[ ! -f $stamp || "$(cat "$stamp")" != "${REQUIREMENTS[*]}" ]]; then
+    log "installing ${REQUIREMENTS[*]}"
+    "$PY" -m pip install --quiet --disable-pip-version-check "${REQUIREMENTS[@]}"
+    printf '%s' "${REQUIREMENTS[*]}" >"$stamp"
+  fi
+}
+
+build() {
+  # Each torch version builds into its own folders; the extension is then copied next to
+  # the sources (torch_acc/_C*.so), which the editable install points at.
+  log "building torch_acc._C against torch $TORCH_VERSION"
+  "$PY" setup.py --quiet build_ext --inplace \
+    --build-lib "build/lib-torch$TORCH_VERSION" --build-temp "build/temp-torch$TORCH_VERSION"
+  if ! "$PY" -m pip show --quiet torch_acc >/dev/null 2>&1; then
+    "$PY" -m pip install --quiet --disable-pip-version-check --no-build-isolation --no-deps -e .
+  fi
+}
+
+case "${1:-main}" in
+  main)
+    setup_env
+    build
+    "$PY" -m torch_acc.demo
+    ;;
+  test)
+    setup_env
+    build
+    "$PY" -m ruff check torch_acc test tools bench setup.py
+    "$PY" tools/run_tests.py test
+    ;;
+  patch)
+    setup_env
+    shift
+    "$PY" tools/apply_series.py "$@"
+    ;;
+  *)
+    echo "usage: $0 [main|test|patch [PYTORCH_SRC]]" >&2
+    exit 2
+    ;;
+esac

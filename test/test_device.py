@@ -1,0 +1,99 @@
+# Owner(s): ["module: PrivateUse1"]
+"""Renaming PrivateUse1, the generated methods, the device module, and device names."""
+
+import torch
+from torch.testing._internal.common_utils import run_tests, TestCase
+
+import torch_acc
+from torch_acc.backends import numpy as npy_backend
+
+
+class TestBadNames(TestCase):
+    # Bad names are rejected before anything global changes, so these run in any order.
+    def test_invalid_names(self):
+        for name in ["", "a:b", "a b", "1npy", "npy-1"]:
+            with self.subTest(name=name):
+                with self.assertRaisesRegex(ValueError, "invalid backend name"):
+                    torch_acc.setup_privateuseone_for_python_backend(name)
+
+    def test_builtin_device_types(self):
+        for name in ["cuda", "cpu", "meta", "xla"]:
+            with self.subTest(name=name):
+                with self.assertRaisesRegex(ValueError, "built into PyTorch"):
+                    torch_acc.setup_privateuseone_for_python_backend(name)
+
+    def test_name_must_be_str(self):
+        with self.assertRaisesRegex(TypeError, "expected the backend name to be a str"):
+            torch_acc.setup_privateuseone_for_python_backend(3)
+
+
+class TestDevice(TestCase):
+    @classmethod
+    def setUpClass(cls):
+        npy_backend.setup()
+
+    def test_rename(self):
+        self.assertEqual(torch._C._get_privateuse1_backend_name(), "npy")
+        self.assertEqual(torch.device("npy").type, "npy")
+        self.assertEqual(torch.device("npy:1"), torch.device("npy", 1))
+        self.assertEqual(torch.device("npy:1").index, 1)
+
+    def test_generated_methods(self):
+        t = torch.ones(2).npy()
+        self.assertEqual(t.device, torch.device("npy:0"))
+        self.assertTrue(t.is_npy)
+        self.assertFalse(torch.ones(2).is_npy)
+        self.assertTrue(hasattr(torch.nn.Module, "npy"))
+        self.assertTrue(t.untyped_storage().is_npy)
+        self.assertFalse(torch.ones(2).untyped_storage().is_npy)
+        # Device data lives in payloads: a storage with bytes cannot exist on the device.
+        with self.assertRaisesRegex(RuntimeError, "cannot allocate 8 bytes of storage on npy"):
+            torch.ones(2).untyped_storage().npy()
+        m = torch.nn.Linear(2, 2).npy()
+        self.assertEqual(m.weight.device.type, "npy")
+
+    def test_device_module(self):
+        mod = torch.npy
+        self.assertIs(torch.get_device_module("npy"), mod)
+        self.assertTrue(mod.is_available())
+        self.assertTrue(mod.is_initialized())
+        self.assertEqual(mod.device_count(), 1)
+        self.assertEqual(mod.current_device(), 0)
+        mod.set_device(0)
+        mod.set_device("npy:0")
+        mod.synchronize()
+        with self.assertRaisesRegex(RuntimeError, r"expected a device index in \[0, 1\)"):
+            mod.set_device(1)
+        with self.assertRaisesRegex(ValueError, "expected a npy device"):
+            mod.set_device("cpu")
+
+    def test_manual_seed_records_seed(self):
+        torch.manual_seed(1234)
+        self.assertEqual(torch.npy.initial_seed(), 1234)
+        torch.npy.manual_seed(7)
+        self.assertEqual(torch.npy.initial_seed(), 7)
+
+    def test_setup_again_is_harmless(self):
+        mod = torch_acc.setup_privateuseone_for_python_backend("npy")
+        self.assertIs(mod, torch.npy)
+        self.assertEqual(npy_backend.setup(), "npy")
+
+    def test_setup_other_name_names_the_holder(self):
+        with self.assertRaisesRegex(RuntimeError, "PrivateUse1 is already held by backend 'npy'"):
+            torch_acc.setup_privateuseone_for_python_backend("other")
+
+    def test_setup_same_name_other_module(self):
+        with self.assertRaisesRegex(RuntimeError, "already set up with device module"):
+            torch_acc.setup_privateuseone_for_python_backend("npy", backend_module=object())
+
+    def test_accelerator(self):
+        self.assertEqual(torch.accelerator.current_accelerator(), torch.device("npy"))
+        self.assertEqual(torch.accelerator.device_count(), 1)
+
+    def test_index_out_of_range(self):
+        with self.assertRaisesRegex(ValueError, r"expected a device index in \[0, 1\)"):
+            torch_acc._C.create_empty_tensor((2,), torch.float32, 1)
+
+
+if __name__ == "__main__":
+    run_tests()

@@ -1,0 +1,145 @@
+# Owner(s): ["module: PrivateUse1"]
+"""The Python device guard: device indices, streams, events, and autograd on every device."""
+
+import threading
+
+import torch
+from torch.testing._internal.common_utils import run_tests, TestCase
+
+import torch_acc
+from torch_acc.backends import numpy as npy_backend
+
+
+class TwoDeviceGuard(torch_acc.DeviceGuard):
+    """Defines only device_count(): everything else keeps the C++ defaults."""
+
+    def __init__(self):
+        super().__init__()
+        self.counted = 0
+
+    def device_count(self):
+        self.counted += 1
+        return 2
+
+
+GUARD = TwoDeviceGuard()
+torch_acc.setup_privateuseone_for_python_backend("npy", device_guard=GUARD)
+npy_backend.setup()
+
+
+def _grad_check(test, device):
+    a_cpu = torch.randn(3, 4)
+    b_cpu = torch.randn(4, 2)
+    a = a_cpu.to(device).requires_grad_()
+    b = b_cpu.to(device).requires_grad_()
+    ((a @ b) * 2 + a.sum()).sum().backward()
+    ac = a_cpu.clone().requires_grad_()
+    bc = b_cpu.clone().requires_grad_()
+    ((ac @ bc) * 2 + ac.sum()).sum().backward()
+    test.assertEqual(a.grad.device, torch.device(device))
+    test.assertEqual(a.grad.cpu(), ac.grad)
+    test.assertEqual(b.grad.cpu(), bc.grad)
+
+
+class TestDeviceIndices(TestCase):
+    def test_device_count_comes_from_python(self):
+        before = GUARD.counted
+        self.assertEqual(torch.npy.device_count(), 2)
+        self.assertEqual(torch.accelerator.device_count(), 2)
+        self.assertGreater(GUARD.counted, before)
+
+    def test_set_and_exchange_device(self):
+        torch.npy.set_device(1)
+        try:
+            self.assertEqual(torch.npy.current_device(), 1)
+            self.assertEqual(torch.accelerator.current_device_index(), 1)
+        finally:
+            torch.npy.set_device(0)
+        self.assertEqual(torch.npy.current_device(), 0)
+
+    def test_current_device_is_per_thread(self):
+        torch.npy.set_device(0)
+        seen = []
+
+        def worker():
+            torch.npy.set_device(1)
+            seen.append(torch.npy.current_device())
+
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+        self.assertEqual(seen, [1])
+        self.assertEqual(torch.npy.current_device(), 0)
+
+    def test_index_out_of_range(self):
+        with self.assertRaisesRegex(RuntimeError, r"expected a device index in \[0, 2\) for npy"):
+            torch.npy.set_device(2)
+
+    def test_tensor_on_second_device(self):
+        t = torch.ones(2, 2).to("npy:1")
+        self.assertEqual(t.device, torch.device("npy:1"))
+        self.assertEqual((t + t).device, torch.device("npy:1"))
+        self.assertEqual((t + t).cpu(), torch.full((2, 2), 2.0))
+
+
+class TestStreamsAndEvents(TestCase):
+    def test_default_stream_per_device(self):
+        for index in range(2):
+            s = torch.Stream(device=f"npy:{index}")
+            self.assertEqual(s.device_index, index)
+            self.assertEqual(s.stream_id, 0)
+            self.assertEqual(s.device_type, torch._C._autograd.DeviceType.PrivateUse1.value)
+            self.assertTrue(s.query())
+            s.synchronize()
+
+    def test_stream_context_sets_current_stream(self):
+        kind = int(torch._C._autograd.DeviceType.PrivateUse1)
+        s = torch.Stream(stream_id=5, device_index=1, device_type=kind)
+        with s:
+            cur = torch.accelerator.current_stream(1)
+            self.assertEqual((cur.stream_id, cur.device_index), (5, 1))
+        cur = torch.accelerator.current_stream(1)
+        self.assertEqual(cur.stream_id, 0)
+
+    def test_events_are_complete_at_once(self):
+        e = torch.Event(device="npy")
+        e.record()
+        self.assertTrue(e.query())
+        e.synchronize()
+        e.wait()
+
+    def test_elapsed_time_raises(self):
+        a = torch.Event(device="npy", enable_timing=True)
+        b = torch.Event(device="npy", enable_timing=True)
+        a.record()
+        b.record()
+        with self.assertRaisesRegex(RuntimeError, "cannot time events"):
+            a.elapsed_time(b)
+
+
+class TestAutograd(TestCase):
+    def test_backward_device_0(self):
+        _grad_check(self, "npy:0")
+
+    def test_backward_device_1(self):
+        _grad_check(self, "npy:1")
+
+    def test_backward_from_thread(self):
+        errors = []
+
+        def worker():
+            try:
+                _grad_check(self, "npy:1")
+                _grad_check(self, "npy:0")
+            except Exception as e:  # noqa: BLE001 - re-raised in the main thread
+                errors.append(e)
+
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+        if errors:
+            raise errors[0]
+
+
+if __name__ == "__main__":
+    run_tests()
