@@ -95,11 +95,16 @@ class TestStreamsAndEvents(TestCase):
     def test_stream_context_sets_current_stream(self):
         kind = int(torch._C._autograd.DeviceType.PrivateUse1)
         s = torch.Stream(stream_id=5, device_index=1, device_type=kind)
-        with s:
+        default = torch.accelerator.current_stream(1)
+        torch.accelerator.set_stream(s)
+        try:
             cur = torch.accelerator.current_stream(1)
             self.assertEqual((cur.stream_id, cur.device_index), (5, 1))
-        cur = torch.accelerator.current_stream(1)
-        self.assertEqual(cur.stream_id, 0)
+            # Other devices keep their own current stream.
+            self.assertEqual(torch.accelerator.current_stream(0).stream_id, 0)
+        finally:
+            torch.accelerator.set_stream(default)
+        self.assertEqual(torch.accelerator.current_stream(1).stream_id, 0)
 
     def test_events_are_complete_at_once(self):
         e = torch.Event(device="npy")

@@ -78,6 +78,15 @@ class NumpyTensor(torch.Tensor):
     def raw_data(self, value: np.ndarray) -> None:
         torch_acc._C.set_payload(self, value)
 
+    def detach(self):
+        # torch < 2.7 detaches in C++ without calling the detach kernel, so the result comes
+        # back as a plain Tensor (sharing this tensor's payload); keep the class, as
+        # nn.Parameter requires of a subclass.
+        out = torch.Tensor.detach(self)
+        if type(out) is not type(self):
+            out.__class__ = type(self)
+        return out
+
     # Results of ops are whatever the kernels return (NumpyTensor on npy, plain tensors on
     # CPU): no re-wrapping into this class by the default __torch_function__.
     __torch_function__ = torch._C._disabled_torch_function_impl
