@@ -4,7 +4,8 @@
 import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
-import torch_acc
+from torch_acc import _C
+from torch_acc.backend_registration import setup_privateuseone_for_python_backend
 from torch_acc.backends import numpy as npy_backend
 
 
@@ -14,17 +15,17 @@ class TestBadNames(TestCase):
         for name in ["", "a:b", "a b", "1npy", "npy-1"]:
             with self.subTest(name=name):
                 with self.assertRaisesRegex(ValueError, "invalid backend name"):
-                    torch_acc.setup_privateuseone_for_python_backend(name)
+                    setup_privateuseone_for_python_backend(name)
 
     def test_builtin_device_types(self):
         for name in ["cuda", "cpu", "meta", "xla"]:
             with self.subTest(name=name):
                 with self.assertRaisesRegex(ValueError, "built into PyTorch"):
-                    torch_acc.setup_privateuseone_for_python_backend(name)
+                    setup_privateuseone_for_python_backend(name)
 
     def test_name_must_be_str(self):
         with self.assertRaisesRegex(TypeError, "expected the backend name to be a str"):
-            torch_acc.setup_privateuseone_for_python_backend(3)
+            setup_privateuseone_for_python_backend(3)
 
 
 class TestDevice(TestCase):
@@ -74,17 +75,17 @@ class TestDevice(TestCase):
         self.assertEqual(torch.npy.initial_seed(), 7)
 
     def test_setup_again_is_harmless(self):
-        mod = torch_acc.setup_privateuseone_for_python_backend("npy")
+        mod = setup_privateuseone_for_python_backend("npy")
         self.assertIs(mod, torch.npy)
         self.assertEqual(npy_backend.setup(), "npy")
 
     def test_setup_other_name_names_the_holder(self):
         with self.assertRaisesRegex(RuntimeError, "PrivateUse1 is already held by backend 'npy'"):
-            torch_acc.setup_privateuseone_for_python_backend("other")
+            setup_privateuseone_for_python_backend("other")
 
     def test_setup_same_name_other_module(self):
         with self.assertRaisesRegex(RuntimeError, "already set up with device module"):
-            torch_acc.setup_privateuseone_for_python_backend("npy", backend_module=object())
+            setup_privateuseone_for_python_backend("npy", backend_module=object())
 
     def test_accelerator(self):
         self.assertEqual(torch.accelerator.current_accelerator(), torch.device("npy"))
@@ -92,7 +93,7 @@ class TestDevice(TestCase):
 
     def test_index_out_of_range(self):
         with self.assertRaisesRegex(ValueError, r"expected a device index in \[0, 1\)"):
-            torch_acc._C.create_empty_tensor((2,), torch.float32, 1)
+            _C.create_empty_tensor((2,), torch.float32, 1)
 
 
 if __name__ == "__main__":

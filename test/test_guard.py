@@ -6,11 +6,12 @@ import threading
 import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
-import torch_acc
+from torch_acc import _C
+from torch_acc.backend_registration import setup_privateuseone_for_python_backend
 from torch_acc.backends import numpy as npy_backend
 
 
-class TwoDeviceGuard(torch_acc.DeviceGuard):
+class TwoDeviceGuard(_C.DeviceGuard):
     """Defines only device_count(): everything else keeps the C++ defaults."""
 
     def __init__(self):
@@ -23,7 +24,7 @@ class TwoDeviceGuard(torch_acc.DeviceGuard):
 
 
 GUARD = TwoDeviceGuard()
-torch_acc.setup_privateuseone_for_python_backend("npy", device_guard=GUARD)
+setup_privateuseone_for_python_backend("npy", device_guard=GUARD)
 npy_backend.setup()
 
 

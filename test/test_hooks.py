@@ -6,12 +6,12 @@ import unittest
 import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
-import torch_acc
-from torch_acc import _compat
+from torch_acc import _C, _compat
+from torch_acc.backend_registration import setup_privateuseone_for_python_backend
 from torch_acc.backends import numpy as npy_backend
 
 
-class ConfigurableHooks(torch_acc.PrivateUse1Hooks):
+class ConfigurableHooks(_C.PrivateUse1Hooks):
     """Hooks whose answers each test sets; every call is recorded."""
 
     def __init__(self):
@@ -32,7 +32,7 @@ class ConfigurableHooks(torch_acc.PrivateUse1Hooks):
 
 
 HOOKS = ConfigurableHooks()
-torch_acc.setup_privateuseone_for_python_backend("npy", hook=HOOKS)
+setup_privateuseone_for_python_backend("npy", hook=HOOKS)
 npy_backend.setup()
 
 
@@ -82,8 +82,8 @@ class TestHooks(TestCase):
             _backward()
 
     def test_second_registration_is_refused(self):
-        self.assertTrue(torch_acc._C.is_hook_registered())
-        self.assertFalse(torch_acc._C.register_python_privateuseone_hook(ConfigurableHooks()))
+        self.assertTrue(_C.is_hook_registered())
+        self.assertFalse(_C.register_python_privateuseone_hook(ConfigurableHooks()))
 
 
 if __name__ == "__main__":

@@ -13,8 +13,8 @@ import unittest
 import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
-import torch_acc
 from torch_acc import _C, _compat
+from torch_acc.backend_registration import setup_privateuseone_for_python_backend
 
 
 class Guard(_C.DeviceGuard):
@@ -81,20 +81,23 @@ registered: False
 
     def test_setup_type_errors(self):
         with self.assertRaisesRegex(TypeError, "expected hook to be an instance of a subclass"):
-            torch_acc.setup_privateuseone_for_python_backend("npy", hook=object())
+            setup_privateuseone_for_python_backend("npy", hook=object())
         with self.assertRaisesRegex(TypeError, "expected device_guard to be an instance"):
-            torch_acc.setup_privateuseone_for_python_backend("npy", device_guard=Hooks())
+            setup_privateuseone_for_python_backend("npy", device_guard=Hooks())
         # Nothing global changed.
         self.assertEqual(torch._C._get_privateuse1_backend_name(), "privateuseone")
 
-    def test_setup_refuses_a_slot_taken_outside_torch_acc(self):
+    def test_setup_refuses_a_slot_taken_by_other_means(self):
         _C.register_python_privateuseone_device_guard(Guard())
         with self.assertRaisesRegex(
-            RuntimeError, "PrivateUse1 is already held by backend 'privateuseone', set up outside"
+            RuntimeError, "PrivateUse1 is already held by backend 'privateuseone', set up by other"
         ):
-            torch_acc.setup_privateuseone_for_python_backend("npy")
+            setup_privateuseone_for_python_backend("npy")
 
-    @unittest.skipUnless(_compat.HAS_UPSTREAM_ACC, "torch < 2.10 has no torch._C._acc")
+    @unittest.skipUnless(
+        _compat.UPSTREAM_ACC not in (None, _C),
+        "no torch._C._acc other than this module (torch < 2.10, or the in-tree build)",
+    )
     def test_independent_of_upstream_acc(self):
         self.assertIsNot(torch._C._acc.DeviceGuard, _C.DeviceGuard)
         self.assertFalse(issubclass(Guard, torch._C._acc.DeviceGuard))

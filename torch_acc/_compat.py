@@ -4,9 +4,9 @@ import torch
 
 TORCH_VERSION = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
 
-#: torch >= 2.10 ships its own, smaller ``torch._C._acc``. torch_acc never uses it: the
-#: standalone extension ``torch_acc._C`` carries the same names (and more).
-HAS_UPSTREAM_ACC = hasattr(torch._C, "_acc")
+#: torch >= 2.10 ships its own, smaller ``torch._C._acc``. The standalone extension never uses
+#: it: ``torch_acc._C`` carries the same names (and more). In-tree, ``torch._C._acc`` is ours.
+UPSTREAM_ACC = getattr(torch._C, "_acc", None)
 
 #: Whether C++ asks PrivateUse1's hooks for availability (``isAvailable()``, from 2.7; see
 #: ``csrc/acc/compat.h``). Before, only the Python device module answers ``is_available``.

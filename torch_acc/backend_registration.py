@@ -53,7 +53,7 @@ class _DefaultDeviceModule:
         self._seed = 0
 
     def __repr__(self) -> str:
-        return f"<torch_acc device module {self._name!r}>"
+        return f"<device module {self._name!r} of a Python backend>"
 
     def is_available(self) -> bool:
         is_available = getattr(self._hooks, "is_available", None)
@@ -142,9 +142,9 @@ def setup_privateuseone_for_python_backend(
         backend_module (object, optional): the device module, registered as
             ``torch.<name>``. By default, a module whose ``device_count``,
             ``current_device``, ``set_device`` and ``synchronize`` come from the device guard.
-        hook (torch_acc._C.PrivateUse1Hooks, optional): the hooks; by default, hooks saying the
+        hook (PrivateUse1Hooks, optional): the hooks; by default, hooks saying the
             backend is built and available.
-        device_guard (torch_acc._C.DeviceGuard, optional): the device guard; by default one
+        device_guard (DeviceGuard, optional): the device guard; by default one
             that takes ``device_count()`` from ``backend_module`` and otherwise describes a
             synchronous device with one default stream per device.
 
@@ -158,8 +158,7 @@ def setup_privateuseone_for_python_backend(
     Example::
 
         >>> # xdoctest: +SKIP
-        >>> import torch_acc
-        >>> torch_acc.setup_privateuseone_for_python_backend("npy")
+        >>> setup_privateuseone_for_python_backend("npy")
         >>> @torch.library.impl("aten::add.Tensor", "privateuseone")
         ... def add(a, b, *, alpha=1): ...
         >>> torch.device("npy:0")
@@ -209,7 +208,7 @@ def setup_privateuseone_for_python_backend(
 def _check_type(obj, cls, what: str) -> None:
     if not isinstance(obj, cls):
         raise TypeError(
-            f"expected {what} to be an instance of a subclass of torch_acc._C.{cls.__name__}, "
+            f"expected {what} to be an instance of a subclass of {cls.__module__}.{cls.__name__}, "
             f"but got {type(obj).__qualname__}"
         )
 
@@ -229,7 +228,7 @@ def _check_slot_free(name: str) -> None:
     if taken:
         raise RuntimeError(
             f"cannot set up backend {name!r}: PrivateUse1 is already held by backend "
-            f"{holder!r}, set up outside torch_acc (only one PrivateUse1 backend per process)"
+            f"{holder!r}, set up by other means (only one PrivateUse1 backend per process)"
         )
 
 

@@ -93,7 +93,7 @@ bool Hooks::isPinnedPtr(const void* data) const {
 
 bool registerHooks(py::handle hooks) {
   // at::RegisterPrivateUse1HooksInterface() fails on a second registration;
-  // the lock makes check-then-register atomic among torch_acc callers.
+  // the lock makes check-then-register atomic among this module's callers.
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock(mutex);
   if (at::isPrivateUse1HooksRegistered()) {

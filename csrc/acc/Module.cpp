@@ -81,13 +81,13 @@ void initBindings(PyObject* module) {
       []() {
         return c10::impl::hasDeviceGuardImpl(c10::DeviceType::PrivateUse1);
       },
-      "Whether PrivateUse1 has a device guard (from torch_acc or any other "
-      "extension).");
+      "Whether PrivateUse1 has a device guard (from this module or any "
+      "other extension).");
 
   m.def(
       "is_hook_registered",
       []() { return at::isPrivateUse1HooksRegistered(); },
-      "Whether PrivateUse1 has hooks (from torch_acc or any other "
+      "Whether PrivateUse1 has hooks (from this module or any other "
       "extension).");
 
   // The device queries of the device module, answered by the guard so that
@@ -141,7 +141,7 @@ void initBindings(PyObject* module) {
             object->ptr(getPyInterpreter()));
       },
       py::arg("tensor"),
-      "The device data of a torch_acc tensor (None when none is set).");
+      "The device data of a payload tensor (None when none is set).");
 
   m.def(
       "set_payload",
@@ -154,7 +154,7 @@ void initBindings(PyObject* module) {
       },
       py::arg("tensor"),
       py::arg("payload"),
-      "Sets the device data of a torch_acc tensor, for it and every tensor "
+      "Sets the device data of a payload tensor, for it and every tensor "
       "sharing its payload (its detached copies).");
 }
 

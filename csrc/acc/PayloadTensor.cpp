@@ -49,7 +49,7 @@ void PayloadTensorImpl::shallow_copy_from(
   auto* src = dynamic_cast<PayloadTensorImpl*>(impl.get());
   TORCH_CHECK(
       src != nullptr,
-      "expected a torch_acc tensor to copy metadata from, but got one with "
+      "expected a payload tensor to copy metadata from, but got one with "
       "dispatch keys ",
       impl->key_set());
   copy_tensor_metadata(
@@ -74,7 +74,7 @@ class PayloadAllocator final : public c10::Allocator {
         n,
         " bytes of storage on ",
         c10::get_privateuse1_backend(),
-        ": its device data lives in torch_acc payloads, not in storages; "
+        ": its device data lives in Python payloads, not in storages; "
         "use .cpu() to get a tensor with storage");
     return c10::DataPtr(nullptr, device);
   }
@@ -103,7 +103,7 @@ PayloadTensorImpl& payloadImpl(const at::Tensor& tensor) {
   auto* impl = dynamic_cast<PayloadTensorImpl*>(tensor.unsafeGetTensorImpl());
   TORCH_CHECK_TYPE(
       impl != nullptr,
-      "expected a tensor made by torch_acc (on ",
+      "expected a payload tensor (a tensor of the Python backend ",
       c10::get_privateuse1_backend(),
       "), but got a tensor on ",
       tensor.device());

@@ -7,7 +7,7 @@
 
 namespace torch::acc {
 
-// The device data of a PrivateUse1 tensor made by torch_acc: any Python object
+// The device data of a PrivateUse1 payload tensor: any Python object
 // (a NumPy array, a JAX array, a handle to remote memory...). A tensor and its
 // shallow copies (detach(), autograd's saved and non-differentiable views)
 // share one slot, so rebinding the payload of one is seen by all of them.
@@ -48,12 +48,12 @@ class PayloadTensorImpl final : public c10::TensorImpl {
 };
 
 // Makes PrivateUse1's allocator one that holds no memory, unless the device
-// already has an allocator. A torch_acc device keeps its data in payloads, so
+// already has an allocator. A Python backend keeps its data in payloads, so
 // `torch.UntypedStorage(n, device=...)` with n > 0 raises an error that says so
 // (instead of PyTorch dereferencing a missing allocator).
 void registerPayloadAllocator();
 
-// The payload impl of `tensor`; a clear error when it is not a torch_acc tensor.
+// The payload impl of `tensor`; a clear error when it is not a payload tensor.
 PayloadTensorImpl& payloadImpl(const at::Tensor& tensor);
 
 } // namespace torch::acc

@@ -1,6 +1,6 @@
 #pragma once
 
-// Differences between the torch releases torch_acc supports (2.6 to 2.14),
+// Differences between the torch releases this code supports (2.6 to 2.14),
 // in one place. Everything else in csrc/acc is version-independent.
 
 #include <torch/version.h>

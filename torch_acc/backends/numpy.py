@@ -20,7 +20,8 @@ Example::
 import numpy as np
 import torch
 
-import torch_acc
+from torch_acc import _C
+from torch_acc.backend_registration import setup_privateuseone_for_python_backend
 
 __all__ = ["DEVICE", "NumpyTensor", "setup"]
 
@@ -58,7 +59,7 @@ class NumpyTensor(torch.Tensor):
 
     @staticmethod
     def __new__(cls, raw_data: np.ndarray, device_index: int = 0):
-        res = torch_acc._C.create_empty_tensor(
+        res = _C.create_empty_tensor(
             raw_data.shape, _NUMPY_TO_TORCH[raw_data.dtype], device_index
         )
         res.__class__ = cls
@@ -67,16 +68,16 @@ class NumpyTensor(torch.Tensor):
     def __init__(self, raw_data: np.ndarray, device_index: int = 0):
         self.raw_data = raw_data
 
-    # The array is the tensor's torch_acc payload, not a Python attribute, so that tensors
+    # The array is the tensor's payload, not a Python attribute, so that tensors
     # PyTorch makes in C++ from this one (``detach()``, gradients) carry it too, even when
     # they come back to Python as plain ``torch.Tensor`` objects.
     @property
     def raw_data(self) -> np.ndarray:
-        return torch_acc._C.payload(self)
+        return _C.payload(self)
 
     @raw_data.setter
     def raw_data(self, value: np.ndarray) -> None:
-        torch_acc._C.set_payload(self, value)
+        _C.set_payload(self, value)
 
     def detach(self):
         # torch < 2.7 detaches in C++ without calling the detach kernel, so the result comes
@@ -128,7 +129,7 @@ def _on_device(*args) -> torch.Tensor:
 def _unwrap(t) -> np.ndarray:
     """The NumPy data of a tensor argument: ours, or a CPU scalar/tensor PyTorch passes along."""
     if isinstance(t, torch.Tensor) and t.device.type == DEVICE:
-        return torch_acc._C.payload(t)
+        return _C.payload(t)
     if isinstance(t, torch.Tensor):
         if t.device.type == "cpu" and t.dim() == 0:
             return t.detach().numpy()
@@ -158,7 +159,7 @@ def _sub(a, b, *, alpha=1):
 
 def _add_out(a, b, *, alpha=1, out):
     result = _add(_unwrap(a), _unwrap(b), alpha=alpha)
-    torch_acc._C.set_payload(out, np.asarray(result, dtype=_unwrap(out).dtype))
+    _C.set_payload(out, np.asarray(result, dtype=_unwrap(out).dtype))
     return out
 
 
@@ -265,7 +266,7 @@ _lib: torch.library.Library | None = None
 def setup() -> str:
     """Set up the ``npy`` device and register its kernels (idempotent). Returns ``"npy"``."""
     global _lib
-    torch_acc.setup_privateuseone_for_python_backend(DEVICE)
+    setup_privateuseone_for_python_backend(DEVICE)
     if _lib is None:
         lib = torch.library.Library("aten", "IMPL")
         for name, kernel in _KERNELS.items():

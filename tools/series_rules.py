@@ -1,0 +1,68 @@
+r"""How the standalone sources become in-tree PyTorch sources: one rule each.
+
+``tools/gen_series.py`` applies these rules; ``tools/README.md`` lists them. Nothing else
+differs between what the standalone package builds and what the patch series carries.
+"""
+
+import re
+
+#: Rule 1 (C++ core): every ``csrc/acc/*.{h,cpp}`` goes verbatim to ``torch/csrc/acc/``.
+#: ``csrc/standalone.cpp`` stays out: in-tree, ``torch/csrc/Module.cpp`` calls
+#: ``torch::acc::initModule``.
+CPP_DIR = ("csrc/acc", "torch/csrc/acc")
+
+#: Rule 2 (Python modules): each standalone module has one in-tree home.
+MODULES = {
+    "torch_acc._C": "torch._C._acc",
+    "torch_acc.backend_registration": "torch.utils.backend_registration",
+    "torch_acc._compat": "torch.utils._acc_compat",
+    "torch_acc.backends.numpy": "torch.testing._internal.acc_numpy_backend",
+}
+
+#: Rule 3 (files): where each carried standalone file goes. ``backend_registration.py`` is
+#: merged into the existing module (rule 5); the stub gets its in-tree name.
+FILES = {
+    "torch_acc/_compat.py": "torch/utils/_acc_compat.py",
+    "torch_acc/backends/numpy.py": "torch/testing/_internal/acc_numpy_backend.py",
+    "torch_acc/_C.pyi": "torch/_C/_acc/__init__.pyi",
+}
+
+#: Rule 4 (tests): ``test/test_<feature>.py`` becomes
+#: ``test/test_privateuseone_python_backend_<feature>.py``, for these features.
+TESTS = ["device", "guard", "hooks", "subclass_backend", "registration_errors"]
+TEST_PREFIX = "test_privateuseone_python_backend_"
+
+_FROM_IMPORT = re.compile(r"from (torch_acc(?:\.[\w.]+)?) import (\w+)(?: as (\w+))?")
+
+
+def _split(dotted: str) -> tuple[str, str]:
+    parent, _, name = dotted.rpartition(".")
+    return parent, name
+
+
+def rewrite_imports(text: str, path: str) -> str:
+    """Rule 2 applied to a Python file: every ``from torch_acc... import x`` is rewritten.
+
+    ``from torch_acc import _C`` becomes ``from torch._C import _acc as _C``;
+    ``from torch_acc.backend_registration import f`` becomes
+    ``from torch.utils.backend_registration import f``. Any other mention of the package in
+    code is an error, so nothing standalone can leak into the series unnoticed.
+    """
+
+    def sub(m: re.Match) -> str:
+        module, name, alias = m.group(1), m.group(2), m.group(3) or m.group(2)
+        full = f"{module}.{name}"
+        if full in MODULES:
+            module, name = _split(MODULES[full])
+        elif module in MODULES:
+            module = MODULES[module]
+        else:
+            raise ValueError(f"{path}: no in-tree home for '{m.group(0)}' (tools/series_rules.py)")
+        return f"from {module} import {name}" + ("" if name == alias else f" as {alias}")
+
+    out = _FROM_IMPORT.sub(sub, text)
+    for lineno, line in enumerate(out.splitlines(), 1):
+        code = line.split("#", 1)[0]
+        if re.search(r"\bimport torch_acc\b|\btorch_acc\.", code):
+            raise ValueError(f"{path}:{lineno}: standalone reference left in-tree: {line.strip()}")
+    return out
