@@ -1,76 +1,128 @@
-r"""Obtain the reference base of the patch series: PyTorch v2.6.0.
+r"""Obtain the reference base of the patch series: pristine PyTorch v2.6.0.
 
 The source is Debian's source package ``pytorch`` ``2.6.0+dfsg-7`` (suite trixie), fetched
-through apt with a source list and state of its own (the machine's apt setup is unchanged).
-Only the upstream tarball is used; Debian's own patches are not applied. The tarball's sha256
-is checked, it is unpacked into ``.cache/pytorch-v2.6.0/`` and committed as the one commit of a
-git repository, with fixed author, committer and dates, so its hash is the same everywhere.
+with ``apt-get source --download-only`` under an apt configuration of its own (a source list,
+package lists and cache inside the cache folder), so the machine's apt setup is unchanged.
+Only the upstream ("orig") tarball is used: Debian's patches are not applied, so the base is
+upstream v2.6.0 less the files Debian removed (DFSG). The tarball's size and sha256 are
+checked against fixed values. It is unpacked, its top-level folder stripped, into
+``<cache>/pytorch-v2.6.0/`` and committed as the only commit of a git repository, with fixed
+author, committer and dates, so the commit hash is the same on every machine.
+
+The tarball stays in ``<cache>/debian-src/``: making the base again does not download it. A
+base that is already there, at the expected commit, is left as it is.
 
 Usage::
 
-    python tools/pytorch_source.py [--cache DIR]   # prints the base checkout's path
+    python tools/pytorch_source.py [--cache DIR]   # last line on stdout: the base's path
+
+Other tools (with ``tools/`` on ``sys.path``)::
+
+    from pytorch_source import ensure_base
+    base = ensure_base(Path(".cache"))
 """
 
 import argparse
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CACHE = ROOT / ".cache"
+
+#: The source package, and where apt finds it (the same mirror host as the machine's own
+#: Debian sources).
 PACKAGE = "pytorch=2.6.0+dfsg-7"
-SOURCE_LINE = (
-    "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] "
-    "http://deb.debian.org/debian trixie main\n"
-)
+MIRROR = "http://deb.debian.org/debian"
+SUITE = "trixie"
+KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
+
+#: The one file of the source package that is used, and what it must be.
 TARBALL = "pytorch_2.6.0+dfsg.orig.tar.xz"
-SHA256 = "099a9601bc40d67656e75735c44abedb0fbe92d08817852ab7472eebb7e6ddff"
+TARBALL_TOP = "pytorch-v2.6.0"
 SIZE = 27_212_640
+SHA256 = "099a9601bc40d67656e75735c44abedb0fbe92d08817852ab7472eebb7e6ddff"
+
+#: The base checkout and its one commit.
 BASE_DIR = "pytorch-v2.6.0"
+BASE_COMMIT = "83e0b6245d40e6a8cb7c531bcb7f53128418d1ef"
 COMMIT_MESSAGE = "PyTorch v2.6.0 (Debian pytorch 2.6.0+dfsg orig tarball)"
-GIT_IDENTITY = {
-    "GIT_AUTHOR_NAME": "torch_acc base",
-    "GIT_AUTHOR_EMAIL": "base@torch-acc.invalid",
-    "GIT_COMMITTER_NAME": "torch_acc base",
-    "GIT_COMMITTER_EMAIL": "base@torch-acc.invalid",
-    "GIT_AUTHOR_DATE": "2025-01-29T00:00:00+00:00",
-    "GIT_COMMITTER_DATE": "2025-01-29T00:00:00+00:00",
-}
+COMMIT_NAME = "torch_acc base"
+COMMIT_EMAIL = "base@torch-acc.invalid"
+COMMIT_DATE = "2025-01-29T00:00:00+00:00"
+
+#: What apt says when it cannot check the Release file's signature.
+SIGNATURE_ERRORS = ("NO_PUBKEY", "EXPKEYSIG", "is not signed", "couldn't be verified")
 
 
 class SourceError(RuntimeError):
-    """The base could not be obtained; the message says which step failed."""
+    """The base could not be obtained; the message names the step that failed."""
 
 
-def _log(msg: str) -> None:
-    print(f"[pytorch_source] {msg}", file=sys.stderr)
+def log(message: str) -> None:
+    """Report progress on stderr."""
+    print(f"pytorch_source: {message}", file=sys.stderr, flush=True)
 
 
-def _apt(apt_dir: Path, *args: str, cwd: Path | None = None) -> None:
-    (apt_dir / "lists" / "partial").mkdir(parents=True, exist_ok=True)
-    (apt_dir / "archives" / "partial").mkdir(parents=True, exist_ok=True)
+def apt_get(apt_dir: Path, source_option: str, *args: str, cwd: Path) -> None:
+    """Run ``apt-get`` with the private configuration in ``apt_dir`` and a deb-src line.
+
+    ``source_option`` is the bracketed option of the deb-src line (which keyring to trust).
+    """
+    for sub in ("lists/partial", "cache/archives/partial"):
+        (apt_dir / sub).mkdir(parents=True, exist_ok=True)
     sources = apt_dir / "sources.list"
-    sources.write_text(SOURCE_LINE)
-    options = [
-        f"-o=Dir::Etc::SourceList={sources}",
-        "-o=Dir::Etc::SourceParts=/dev/null",
-        f"-o=Dir::State::Lists={apt_dir / 'lists'}",
-        f"-o=Dir::Cache={apt_dir}",
-        "-o=APT::Get::Only-Source=true",
+    sources.write_text(f"deb-src [{source_option}] {MIRROR} {SUITE} main\n")
+    command = [
+        "apt-get",
+        "-q",
+        f"-oDir::Etc::SourceList={sources}",
+        "-oDir::Etc::SourceParts=/dev/null",
+        f"-oDir::State::Lists={apt_dir / 'lists'}",
+        f"-oDir::Cache={apt_dir / 'cache'}",
+        "-oAPT::Get::Only-Source=true",
+        *args,
     ]
-    proc = subprocess.run(
-        ["apt-get", *options, *args], cwd=cwd, capture_output=True, text=True, check=False
-    )
+    try:
+        proc = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
+    except FileNotFoundError as e:
+        raise SourceError("apt-get is not installed; it fetches the Debian source package") from e
     if proc.returncode != 0:
         raise SourceError(
-            f"apt-get {' '.join(args)} failed (exit {proc.returncode}); the Debian package "
-            f"registry must be reachable:\n{proc.stderr.strip()}"
+            f"`apt-get {' '.join(args)}` failed (exit {proc.returncode}). The Debian package "
+            f"registry ({MIRROR}, suite {SUITE}) must be reachable.\n{proc.stderr.strip()}"
         )
 
 
-def _sha256(path: Path) -> str:
+def download(src_dir: Path) -> None:
+    """Download the source package into ``src_dir`` through the private apt configuration.
+
+    The trixie Release file is checked with the machine's Debian archive keyring. Where that
+    keyring cannot check it, the source list trusts the mirror instead; the tarball is then
+    vouched for only by its pinned sha256, which ``fetch_tarball`` checks in either case.
+    """
+    apt_dir = src_dir / "apt"
+    option = f"signed-by={KEYRING}"
+    log(f"apt-get update ({SUITE} sources, private lists in {apt_dir})")
+    try:
+        apt_get(apt_dir, option, "update", "--error-on=any", cwd=src_dir)
+    except SourceError as e:
+        if not any(marker in str(e) for marker in SIGNATURE_ERRORS):
+            raise
+        log(f"{KEYRING} cannot check the {SUITE} Release file; relying on the pinned sha256")
+        option = "trusted=yes"
+        apt_get(apt_dir, option, "update", "--error-on=any", cwd=src_dir)
+    log(f"apt-get source --download-only {PACKAGE}")
+    apt_get(apt_dir, option, "source", "--download-only", PACKAGE, cwd=src_dir)
+
+
+def sha256(path: Path) -> str:
+    """The hex sha256 of the file at ``path``."""
     digest = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -79,63 +131,114 @@ def _sha256(path: Path) -> str:
 
 
 def fetch_tarball(cache_dir: Path) -> Path:
-    """The verified orig tarball, downloaded once into ``cache_dir/debian-src``."""
-    src = cache_dir / "debian-src"
-    tarball = src / TARBALL
-    if not tarball.exists():
-        src.mkdir(parents=True, exist_ok=True)
-        _log("downloading the Debian source package pytorch 2.6.0+dfsg-7")
-        _apt(src / "apt", "update")
-        _apt(src / "apt", "source", "--download-only", PACKAGE, cwd=src)
-    if tarball.stat().st_size != SIZE or _sha256(tarball) != SHA256:
+    """The checked orig tarball in ``cache_dir/debian-src``, downloaded there if missing."""
+    src_dir = cache_dir / "debian-src"
+    tarball = src_dir / TARBALL
+    if not tarball.is_file():
+        src_dir.mkdir(parents=True, exist_ok=True)
+        download(src_dir)
+        if not tarball.is_file():
+            raise SourceError(f"apt-get source did not leave {TARBALL} in {src_dir}")
+    size, digest = tarball.stat().st_size, sha256(tarball)
+    if (size, digest) != (SIZE, SHA256):
         raise SourceError(
-            f"{tarball}: expected {SIZE} bytes with sha256 {SHA256}, but got "
-            f"{tarball.stat().st_size} bytes with sha256 {_sha256(tarball)}"
+            f"{tarball} is {size} bytes with sha256 {digest}; expected {SIZE} bytes with "
+            f"sha256 {SHA256}. Delete it to download it again."
         )
     return tarball
 
 
-def _git(base: Path, *args: str) -> str:
-    env = {**os.environ, **GIT_IDENTITY}
-    return subprocess.run(
-        ["git", "-C", str(base), *args], env=env, check=True, capture_output=True, text=True
-    ).stdout.strip()
+def strip_top(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    """Tar extraction filter: drop the top-level folder from each path, then apply "tar"."""
+    top, _, rest = member.name.partition("/")
+    if top != TARBALL_TOP:
+        raise SourceError(f"{TARBALL}: {member.name!r} is outside {TARBALL_TOP}/")
+    if not rest:
+        return None
+    linkname = member.linkname
+    if member.islnk():
+        linkname = linkname.partition("/")[2]
+    return tarfile.tar_filter(member.replace(name=rest, linkname=linkname), dest)
+
+
+def git(repo: Path, *args: str) -> str:
+    """Run git in ``repo`` apart from the user's and system's git setup; return its stdout."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
+    env.update(
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_AUTHOR_DATE=COMMIT_DATE,
+        GIT_COMMITTER_DATE=COMMIT_DATE,
+    )
+    command = [
+        "git",
+        "-c",
+        f"user.name={COMMIT_NAME}",
+        "-c",
+        f"user.email={COMMIT_EMAIL}",
+        "-c",
+        "init.defaultBranch=main",
+        "-c",
+        "commit.gpgSign=false",
+        "-C",
+        str(repo),
+        *args,
+    ]
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SourceError(f"`git {' '.join(args)}` in {repo} failed:\n{proc.stderr.strip()}")
+    return proc.stdout.strip()
 
 
 def ensure_base(cache_dir: Path) -> Path:
-    """The pristine base checkout (a git repository with one commit), made once."""
+    """The base checkout in ``cache_dir``: a git repository whose one commit is v2.6.0.
+
+    Made on first use (downloading the tarball unless ``cache_dir/debian-src`` has it);
+    afterwards only checked to be at ``BASE_COMMIT``.
+    """
+    cache_dir = cache_dir.resolve()
     base = cache_dir / BASE_DIR
     if (base / ".git").exists():
-        if _git(base, "log", "-1", "--format=%s") == COMMIT_MESSAGE:
-            return base
-        raise SourceError(f"{base} is not the pristine base; remove it to start again")
+        head = git(base, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+        if head != BASE_COMMIT:
+            raise SourceError(f"{base} is at {head}, not the base {BASE_COMMIT}; delete it")
+        return base
     tarball = fetch_tarball(cache_dir)
-    partial = cache_dir / (BASE_DIR + ".partial")
-    if partial.exists():
-        subprocess.run(["rm", "-rf", str(partial)], check=True)
+    partial = cache_dir / f"{BASE_DIR}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    _log(f"unpacking {tarball.name}")
+    start = time.monotonic()
+    log(f"unpacking {TARBALL} into {partial}")
     with tarfile.open(tarball) as tar:
-        for member in tar.getmembers():
-            parts = Path(member.name).parts
-            member.name = str(Path(*parts[1:])) if len(parts) > 1 else ""
-        tar.extractall(partial, members=[m for m in tar.getmembers() if m.name], filter="tar")
-    _git(partial, "init", "--quiet")
-    _git(partial, "config", "core.autocrlf", "false")
-    _git(partial, "add", "--all", "--force")
-    _git(partial, "commit", "--quiet", "--no-verify", "-m", COMMIT_MESSAGE)
+        tar.extractall(partial, filter=strip_top)
+    log(f"unpacked in {time.monotonic() - start:.1f} s; committing")
+    start = time.monotonic()
+    git(partial, "init", "--quiet")
+    git(partial, "config", "core.autocrlf", "false")
+    git(partial, "add", "-A", "-f")
+    git(partial, "commit", "--quiet", "--no-verify", "-m", COMMIT_MESSAGE)
+    head = git(partial, "rev-parse", "HEAD")
+    if head != BASE_COMMIT:
+        raise SourceError(
+            f"the base committed in {partial} is {head}, not {BASE_COMMIT}: "
+            "the unpacked tree differs from the expected one"
+        )
+    log(f"committed {head} in {time.monotonic() - start:.1f} s")
     partial.rename(base)
     return base
 
 
 def main() -> int:
+    """Command line: make or check the base, print its path; exit 2 when that fails."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cache", type=Path, default=ROOT / ".cache")
+    parser.add_argument(
+        "--cache", type=Path, default=DEFAULT_CACHE, help=f"cache folder (default: {DEFAULT_CACHE})"
+    )
     args = parser.parse_args()
     try:
-        base = ensure_base(args.cache.resolve())
+        base = ensure_base(args.cache)
     except SourceError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"pytorch_source: error: {e}", file=sys.stderr)
         return 2
     print(base)
     return 0

@@ -32,7 +32,11 @@ FILES = {
 TESTS = ["device", "guard", "hooks", "subclass_backend", "registration_errors"]
 TEST_PREFIX = "test_privateuseone_python_backend_"
 
-_FROM_IMPORT = re.compile(r"from (torch_acc(?:\.[\w.]+)?) import (\w+)(?: as (\w+))?")
+_FROM_IMPORT = re.compile(
+    r"^(?P<indent>[ \t]*(?:>>> )?)"
+    r"from (?P<module>torch_acc(?:\.[\w.]+)?) import (?P<names>[\w, ]+)$",
+    re.MULTILINE,
+)
 
 
 def _split(dotted: str) -> tuple[str, str]:
@@ -49,16 +53,22 @@ def rewrite_imports(text: str, path: str) -> str:
     code is an error, so nothing standalone can leak into the series unnoticed.
     """
 
-    def sub(m: re.Match) -> str:
-        module, name, alias = m.group(1), m.group(2), m.group(3) or m.group(2)
+    def one(module: str, name: str, alias: str) -> str:
         full = f"{module}.{name}"
         if full in MODULES:
             module, name = _split(MODULES[full])
         elif module in MODULES:
             module = MODULES[module]
         else:
-            raise ValueError(f"{path}: no in-tree home for '{m.group(0)}' (tools/series_rules.py)")
+            raise ValueError(f"{path}: no in-tree home for {full} (tools/series_rules.py)")
         return f"from {module} import {name}" + ("" if name == alias else f" as {alias}")
+
+    def sub(m: re.Match) -> str:
+        lines = []
+        for item in m.group("names").split(","):
+            name, _, alias = item.strip().partition(" as ")
+            lines.append(m.group("indent") + one(m.group("module"), name, alias or name))
+        return "\n".join(lines)
 
     out = _FROM_IMPORT.sub(sub, text)
     for lineno, line in enumerate(out.splitlines(), 1):

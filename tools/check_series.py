@@ -1,0 +1,269 @@
+r"""Check the patch series end to end; fails loudly, naming what broke.
+
+1. Regenerating ``patches/`` from the sources changes nothing.
+2. ``git am`` applies every patch to the pristine base, without fuzz.
+3. Every C++ file the series adds or changes compiles (``-fsyntax-only``) against the
+   patched tree plus the generated headers of the ``torch==2.6.0`` wheel.
+4. Overlay run: in a torch 2.6.0 environment where the standalone package is not
+   importable, the series' Python files replace the installed ones, the patched
+   ``torch/csrc/acc`` is built as an extension whose ``initModule`` is handed ``torch._C``
+   (loaded when torch loads ``torch.utils.backend_registration``, as the in-tree build
+   defines ``torch._C._acc`` while ``torch._C`` initializes), and the series' tests pass.
+
+Usage::
+
+    python tools/check_series.py [--skip-overlay]
+"""
+
+import argparse
+import filecmp
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import zipfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import gen_series  # noqa: E402
+import series_rules  # noqa: E402
+from pytorch_source import ensure_base  # noqa: E402
+
+ROOT = gen_series.ROOT
+CACHE = ROOT / ".cache"
+TORCH = "2.6.0"
+OVERLAY_VENV = CACHE / f"overlay-torch{TORCH}"
+
+
+class CheckFailed(RuntimeError):
+    pass
+
+
+def _log(msg: str) -> None:
+    print(f"[check_series] {msg}", file=sys.stderr, flush=True)
+
+
+def _run(cmd: list[str], what: str, **kwargs) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, **kwargs)
+    if proc.returncode != 0:
+        raise CheckFailed(f"{what} failed (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}")
+    return proc
+
+
+def check_regenerate(tmp: Path) -> None:
+    out = tmp / "regenerated"
+    tree = gen_series.generate(out)
+    shutil.rmtree(tree)
+    names = sorted(p.name for p in (ROOT / "patches").glob("*"))
+    expected = sorted(p.name for p in out.iterdir())
+    if names != [n for n in names if n in expected or n == "README.md"] or not set(
+        expected
+    ) <= set(names):
+        raise CheckFailed(
+            f"regenerating patches/ changes its files: {names} vs {expected}; "
+            "run python tools/gen_series.py and commit"
+        )
+    _, mismatch, errors = filecmp.cmpfiles(ROOT / "patches", out, expected, shallow=False)
+    if mismatch or errors:
+        raise CheckFailed(
+            f"regenerating patches/ changes {mismatch + errors}; run python tools/gen_series.py "
+            "and commit"
+        )
+
+
+def apply_series(tree: Path, patches: Path) -> None:
+    """``git am`` every patch of ``series``; an error names the patch and the failing hunk."""
+    for name in (patches / "series").read_text().split():
+        proc = subprocess.run(
+            ["git", "-C", str(tree), "am", "--quiet", "--whitespace=nowarn", str(patches / name)],
+            capture_output=True, text=True, check=False,
+            env={**gen_series.IDENTITY, "PATH": "/usr/bin:/bin", "HOME": str(tree)},
+        )
+        if proc.returncode != 0:
+            subprocess.run(["git", "-C", str(tree), "am", "--abort"], capture_output=True,
+                           check=False)
+            raise CheckFailed(f"patch {name} does not apply:\n{proc.stdout}{proc.stderr}")
+
+
+def check_apply(tmp: Path) -> Path:
+    base = ensure_base(CACHE)
+    tree = tmp / "applied"
+    _run(["git", "clone", "--quiet", str(base), str(tree)], "cloning the base")
+    apply_series(tree, ROOT / "patches")
+    return tree
+
+
+def wheel_include() -> Path:
+    """``torch/include`` of the torch 2.6.0 wheel, extracted once (the wheel is not imported)."""
+    dest = CACHE / f"torch-{TORCH}-include"
+    if (dest / "torch" / "include").is_dir():
+        return dest / "torch" / "include"
+    wheels = CACHE / "wheels"
+    if not list(wheels.glob(f"torch-{TORCH}-*.whl")):
+        _log(f"downloading the torch {TORCH} wheel")
+        _run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(wheels),
+              f"torch=={TORCH}"], f"pip download torch=={TORCH}")
+    wheel = next(wheels.glob(f"torch-{TORCH}-*.whl"))
+    partial = dest.with_suffix(".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(partial, [n for n in z.namelist() if n.startswith("torch/include/")])
+    partial.rename(dest)
+    return dest / "torch" / "include"
+
+
+def check_compile(tree: Path) -> None:
+    base = ensure_base(CACHE)
+    changed = _run(
+        ["git", "-C", str(tree), "diff", "--name-only",
+         _run(["git", "-C", str(base), "rev-parse", "HEAD"], "rev-parse").stdout.strip(), "HEAD"],
+        "listing changed files",
+    ).stdout.split()
+    cxx = [p for p in changed if p.endswith((".cpp", ".h"))]
+    include = wheel_include()
+    flags = [
+        "-std=c++17", "-fsyntax-only", "-fPIC", "-D_GLIBCXX_USE_CXX11_ABI=1",
+        f"-I{tree}", f"-I{include}", f"-I{include / 'torch/csrc/api/include'}",
+        f"-I{include / 'kineto'}",
+        f"-I{sysconfig.get_paths()['include']}",
+    ]
+    failed = []
+    for path in cxx:
+        cmd = ["g++", *flags, "-x", "c++", str(tree / path)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            failed.append(f"{path}:\n{proc.stderr[-4000:]}")
+        else:
+            _log(f"compiles: {path}")
+    if failed:
+        raise CheckFailed("C++ files of the series do not compile:\n" + "\n".join(failed))
+
+
+_FINDER = '''\
+"""Loads the overlay build of torch/csrc/acc when torch loads torch.utils.backend_registration."""
+import importlib.abc
+import sys
+
+
+class _AccOverlay(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch.utils.backend_registration":
+            sys.meta_path.remove(self)
+            import _acc_overlay  # noqa: F401  (calls torch::acc::initModule(torch._C))
+        return None
+
+
+sys.meta_path.insert(0, _AccOverlay())
+'''
+
+_ENTRY = """\
+#include <torch/csrc/acc/Module.h>
+#include <torch/extension.h>
+
+PYBIND11_MODULE(_acc_overlay, m) {
+  torch::acc::initModule(pybind11::module_::import("torch._C").ptr());
+}
+"""
+
+
+def _overlay_python() -> Path:
+    py = OVERLAY_VENV / "bin" / "python"
+    stamp = OVERLAY_VENV / ".ready"
+    if not stamp.exists():
+        _log(f"creating the overlay environment {OVERLAY_VENV}")
+        shutil.rmtree(OVERLAY_VENV, ignore_errors=True)
+        _run([sys.executable, "-m", "venv", str(OVERLAY_VENV)], "creating the overlay venv")
+        _run([str(py), "-m", "pip", "install", "--quiet", f"torch=={TORCH}", "numpy", "pytest",
+              "expecttest", "ninja", "setuptools"], "installing the overlay environment")
+        stamp.write_text("")
+    return py
+
+
+def check_overlay(tree: Path, tmp: Path) -> None:
+    py = _overlay_python()
+    site = Path(_run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                     "locating site-packages").stdout.strip())
+    for old in site.glob("_acc_overlay*"):
+        old.unlink()
+    # A fresh torch/ each time: reinstall the wheel's Python files, then lay the series' on top.
+    _run([str(py), "-m", "pip", "install", "--quiet", "--force-reinstall", "--no-deps",
+          f"torch=={TORCH}"], "restoring the installed torch")
+    base = ensure_base(CACHE)
+    head = _run(["git", "-C", str(base), "rev-parse", "HEAD"], "rev-parse").stdout.strip()
+    changed = _run(["git", "-C", str(tree), "diff", "--name-only", head, "HEAD"],
+                   "listing changed files").stdout.split()
+    # Build the patched tree's torch/csrc/acc (before the Python files change, so that this
+    # build imports the stock torch); torch/csrc/acc resolves to the patched tree.
+    include = tmp / "overlay-include"
+    (include / "torch" / "csrc").mkdir(parents=True)
+    (include / "torch" / "csrc" / "acc").symlink_to(tree / "torch" / "csrc" / "acc")
+    entry = tmp / "overlay_entry.cpp"
+    entry.write_text(_ENTRY)
+    sources = [str(entry)] + sorted(str(p) for p in (tree / "torch/csrc/acc").glob("*.cpp"))
+    build = tmp / "overlay-build"
+    build.mkdir()
+    script = (
+        "import sys, shutil; from torch.utils.cpp_extension import load; "
+        f"m = load('_acc_overlay', {sources!r}, extra_include_paths=[{str(include)!r}], "
+        f"build_directory={str(build)!r}, extra_cflags=['-O1', '-fvisibility=hidden']); "
+        f"shutil.copy(m.__file__, {str(site)!r})"
+    )
+    _log("building the patched torch/csrc/acc against the installed torch")
+    _run([str(py), "-c", script], "building the overlay extension", cwd=tmp)
+    for path in changed:
+        if path.startswith("torch/") and path.endswith((".py", ".pyi")):
+            dest = site / path
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(tree / path, dest)
+            _log(f"overlaid: {path}")
+    (site / "_acc_overlay_finder.py").write_text(_FINDER)
+    (site / "_acc_overlay.pth").write_text("import _acc_overlay_finder\n")
+    proc = subprocess.run([str(py), "-c", "import torch_acc"], capture_output=True, text=True,
+                          cwd=tree / "test", check=False)
+    if proc.returncode == 0:
+        raise CheckFailed("the standalone torch_acc is importable in the overlay environment")
+    _run([str(py), "-c", "import torch; assert hasattr(torch._C, '_acc'); "
+          "from torch.utils.backend_registration import setup_privateuseone_for_python_backend"],
+         "importing torch with the overlay", cwd=tree / "test")
+    failed = []
+    for feature in series_rules.TESTS:
+        test = f"{series_rules.TEST_PREFIX}{feature}.py"
+        # As each patch's Test Plan says: the file runs itself (run_tests()).
+        proc = subprocess.run([str(py), test], capture_output=True, text=True,
+                              cwd=tree / "test", check=False)
+        lines = proc.stderr.strip().splitlines()
+        tail = " ".join(lines[-3:]) if lines else ""
+        _log(f"overlay {test}: {tail}")
+        if proc.returncode != 0:
+            failed.append(f"{test}:\n{proc.stdout[-6000:]}{proc.stderr[-2000:]}")
+    if failed:
+        raise CheckFailed("the series' tests fail in the overlay run:\n" + "\n".join(failed))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--skip-overlay", action="store_true", help="checks 1-3 only")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="acc-check-") as tmp_name:
+        tmp = Path(tmp_name)
+        try:
+            _log("1/4 regenerating the series")
+            check_regenerate(tmp)
+            _log("2/4 applying the series to the pristine base")
+            tree = check_apply(tmp)
+            _log("3/4 compiling the series' C++ files")
+            check_compile(tree)
+            if not args.skip_overlay:
+                _log("4/4 overlay run of the series' tests on torch " + TORCH)
+                check_overlay(tree, tmp)
+        except CheckFailed as e:
+            print(f"series check FAILED: {e}", file=sys.stderr)
+            return 1
+    print("series check passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
