@@ -1,14 +1,269 @@
 # Owner(s): ["module: PrivateUse1"]
-"""The seed PR's style end to end: a tensor subclass holding NumPy data, torch.library kernels."""
+"""The seed PR's style end to end: a tensor subclass holding NumPy data, torch.library kernels.
+
+The backend is defined here, as the seed PR's test defines it: tensor-level kernels registered
+with ``torch.library`` that make ``NumpyTensor`` results (``create_empty_tensor`` plus a
+payload), side by side with the fallback that setup installs.
+"""
 
 import numpy as np
 import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
-from torch_acc.backends import numpy as npy_backend
-from torch_acc.backends.numpy import NumpyTensor
+from torch_acc import _C
+from torch_acc.backend_registration import setup_privateuseone_for_python_backend
 
-npy_backend.setup()
+#: The device name this backend registers.
+DEVICE = "npy"
+
+_TORCH_TO_NUMPY = {
+    torch.bool: np.bool_,
+    torch.uint8: np.uint8,
+    torch.int8: np.int8,
+    torch.int16: np.int16,
+    torch.int32: np.int32,
+    torch.int64: np.int64,
+    torch.float16: np.float16,
+    torch.float32: np.float32,
+    torch.float64: np.float64,
+    torch.complex64: np.complex64,
+    torch.complex128: np.complex128,
+}
+_NUMPY_TO_TORCH = {np.dtype(v): k for k, v in _TORCH_TO_NUMPY.items()}
+
+
+def _np_dtype(dtype: torch.dtype):
+    try:
+        return _TORCH_TO_NUMPY[dtype]
+    except KeyError:
+        raise TypeError(
+            f"the {DEVICE} backend does not support dtype {dtype}: expected one of "
+            f"{', '.join(str(d) for d in _TORCH_TO_NUMPY)}"
+        ) from None
+
+
+class NumpyTensor(torch.Tensor):
+    """A tensor on the ``npy`` device; its data is the NumPy array ``raw_data``."""
+
+    @staticmethod
+    def __new__(cls, raw_data: np.ndarray, device_index: int = 0):
+        res = _C.create_empty_tensor(
+            raw_data.shape, _NUMPY_TO_TORCH[raw_data.dtype], device_index
+        )
+        res.__class__ = cls
+        return res
+
+    def __init__(self, raw_data: np.ndarray, device_index: int = 0):
+        self.raw_data = raw_data
+
+    # The array is the tensor's payload, not a Python attribute, so that tensors
+    # PyTorch makes in C++ from this one (``detach()``, gradients) carry it too, even when
+    # they come back to Python as plain ``torch.Tensor`` objects.
+    @property
+    def raw_data(self) -> np.ndarray:
+        return _C.payload(self)
+
+    @raw_data.setter
+    def raw_data(self, value: np.ndarray) -> None:
+        _C.set_payload(self, value)
+
+    def detach(self):
+        # torch < 2.7 detaches in C++ without calling the detach kernel, so the result comes
+        # back as a plain Tensor (sharing this tensor's payload); keep the class, as
+        # nn.Parameter requires of a subclass.
+        out = torch.Tensor.detach(self)
+        if type(out) is not type(self):
+            out.__class__ = type(self)
+        return out
+
+    # Results of ops are whatever the kernels return (NumpyTensor on npy, plain tensors on
+    # CPU): no re-wrapping into this class by the default __torch_function__.
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    def __repr__(self, *, tensor_contents=None):
+        if tensor_contents is None:
+            cpu = self.detach().cpu()
+            # torch prints a subclass as "<class name>(" followed by the contents.
+            indent = len(type(self).__name__) + 1
+            tensor_contents = torch._tensor_str._tensor_str(cpu, indent)
+        return super().__repr__(tensor_contents=tensor_contents)
+
+    __str__ = __repr__
+
+
+def _wrap(value, like, dtype: torch.dtype | None = None) -> NumpyTensor:
+    """A tensor holding ``value`` on the device of ``like`` (a tensor or a device)."""
+    arr = np.asarray(value)
+    if dtype is not None:
+        arr = arr.astype(_np_dtype(dtype), copy=False)
+    elif arr.dtype not in _NUMPY_TO_TORCH:
+        raise TypeError(f"the {DEVICE} backend got a NumPy result of unsupported dtype {arr.dtype}")
+    device = like if isinstance(like, torch.device) else like.device
+    return NumpyTensor(arr, device.index or 0)
+
+
+def _on_device(*args) -> torch.Tensor:
+    """The argument whose device the result goes to; all npy arguments must share it."""
+    ours = [a for a in args if isinstance(a, torch.Tensor) and a.device.type == DEVICE]
+    for other in ours[1:]:
+        if other.device != ours[0].device:
+            raise RuntimeError(
+                "Expected all tensors to be on the same device, but found at least two devices, "
+                f"{ours[0].device} and {other.device}!"
+            )
+    return ours[0]
+
+
+def _unwrap(t) -> np.ndarray:
+    """The NumPy data of a tensor argument: ours, or a CPU scalar/tensor PyTorch passes along."""
+    if isinstance(t, torch.Tensor) and t.device.type == DEVICE:
+        return _C.payload(t)
+    if isinstance(t, torch.Tensor):
+        if t.device.type == "cpu" and t.dim() == 0:
+            return t.detach().numpy()
+        raise RuntimeError(
+            "Expected all tensors to be on the same device, but found at least two devices, "
+            f"{DEVICE} and {t.device}! (the {DEVICE} backend takes CPU tensors only as 0-dim "
+            "scalars)"
+        )
+    return np.asarray(t)
+
+
+def _binary(op):
+    def kernel(a, b, *args, **kwargs):
+        dtype = torch.result_type(a, b)
+        return _wrap(op(_unwrap(a), _unwrap(b), *args, **kwargs), _on_device(a, b), dtype)
+
+    return kernel
+
+
+def _add(a, b, *, alpha=1):
+    return a + alpha * b if alpha != 1 else a + b
+
+
+def _sub(a, b, *, alpha=1):
+    return a - alpha * b if alpha != 1 else a - b
+
+
+def _add_out(a, b, *, alpha=1, out):
+    result = _add(_unwrap(a), _unwrap(b), alpha=alpha)
+    _C.set_payload(out, np.asarray(result, dtype=_unwrap(out).dtype))
+    return out
+
+
+def _inplace(op):
+    def kernel(self, other, *args, **kwargs):
+        data = _unwrap(self)
+        data[...] = op(data, _unwrap(other), *args, **kwargs)
+        return self
+
+    return kernel
+
+
+def _div(a, b):
+    return np.true_divide(a, b)
+
+
+def _div_result(a, b):
+    dtype = torch.result_type(a, b)
+    if not (dtype.is_floating_point or dtype.is_complex):
+        dtype = torch.get_default_dtype()
+    return _wrap(_div(_unwrap(a), _unwrap(b)), _on_device(a, b), dtype)
+
+
+def _empty(size, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    device = torch.device(DEVICE, 0) if device is None else torch.device(device)
+    return _wrap(np.empty(tuple(size), _np_dtype(dtype or torch.get_default_dtype())), device)
+
+
+def _empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
+    # Seed-style tensors always have contiguous metadata; the data layout is NumPy's.
+    return _empty(size, dtype=dtype, device=device)
+
+
+def _copy_from(src, dst, non_blocking=False):
+    if dst.device.type == DEVICE:
+        data = _unwrap(src) if src.device.type == DEVICE else src.detach().cpu().numpy()
+        np.copyto(_unwrap(dst), data.astype(_unwrap(dst).dtype, copy=False))
+    else:
+        dst.copy_(torch.from_numpy(np.array(_unwrap(src), order="C")))
+    return dst
+
+
+def _sum(self, dim=None, keepdim=False, *, dtype=None):
+    axis = None if dim is None or len(dim) == 0 else tuple(dim)
+    if dtype is None:
+        dtype = self.dtype
+        if not (dtype.is_floating_point or dtype.is_complex):
+            dtype = torch.int64
+    return _wrap(
+        np.sum(_unwrap(self), axis=axis, keepdims=keepdim, dtype=_np_dtype(dtype)), self
+    )
+
+
+def _as_strided(self, size, stride, storage_offset=None):
+    base = _unwrap(self)
+    if not base.flags.c_contiguous:
+        base = np.array(base, order="C")
+    flat = base.reshape(-1)[storage_offset or 0 :]
+    item = base.itemsize
+    view = np.lib.stride_tricks.as_strided(flat, tuple(size), tuple(s * item for s in stride))
+    return _wrap(view.copy(), self)
+
+
+def _fill(self, value):
+    _unwrap(self)[...] = _unwrap(value)
+    return self
+
+
+def _local_scalar_dense(self):
+    return _unwrap(self).item()
+
+
+_KERNELS = {
+    "empty.memory_format": _empty,
+    "empty_strided": _empty_strided,
+    "_copy_from": _copy_from,
+    "detach": lambda self: _wrap(_unwrap(self), self),
+    "view": lambda self, size: _wrap(_unwrap(self).reshape(tuple(size)), self),
+    "_unsafe_view": lambda self, size: _wrap(_unwrap(self).reshape(tuple(size)), self),
+    "as_strided": _as_strided,
+    # Seed-style tensors alias nothing: an expanded tensor is a writable copy.
+    "expand": lambda self, size, *, implicit=False: _wrap(
+        np.broadcast_to(_unwrap(self), tuple(size)).copy(), self
+    ),
+    "add.Tensor": _binary(_add),
+    "add.out": _add_out,
+    "add_.Tensor": _inplace(_add),
+    "sub.Tensor": _binary(_sub),
+    "sub_.Tensor": _inplace(_sub),
+    "mul_.Tensor": _inplace(np.multiply),
+    "mul.Tensor": _binary(np.multiply),
+    "div.Tensor": _div_result,
+    "neg": lambda self: _wrap(-_unwrap(self), self),
+    "sum": lambda self, *, dtype=None: _sum(self, dtype=dtype),
+    "sum.dim_IntList": _sum,
+    "mm": lambda self, other: _wrap(_unwrap(self) @ _unwrap(other), _on_device(self, other)),
+    "fill_.Scalar": _fill,
+    "_local_scalar_dense": _local_scalar_dense,
+}
+
+_lib: torch.library.Library | None = None
+
+
+def setup() -> str:
+    """Set up the ``npy`` device and register the seed-style kernels."""
+    global _lib
+    setup_privateuseone_for_python_backend(DEVICE)
+    if _lib is None:
+        lib = torch.library.Library("aten", "IMPL")
+        for name, kernel in _KERNELS.items():
+            lib.impl(name, kernel, "PrivateUse1")
+        _lib = lib
+    return DEVICE
+
+
+setup()
 
 
 class TestSubclassBackend(TestCase):
@@ -62,7 +317,7 @@ class TestSubclassBackend(TestCase):
         a = a_cpu.to("npy").requires_grad_()
         b = b_cpu.to("npy").requires_grad_()
         (a + b).sum().backward()
-        np.testing.assert_allclose(npy_backend._unwrap(a.grad), np.ones((2, 2)))
+        np.testing.assert_allclose(_unwrap(a.grad), np.ones((2, 2)))
         ac, bc = a_cpu.clone().requires_grad_(), b_cpu.clone().requires_grad_()
         a.grad = b.grad = None
         ((a * b + a) @ b).sum().backward()

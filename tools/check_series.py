@@ -171,13 +171,16 @@ PYBIND11_MODULE(_acc_overlay, m) {
 def _overlay_python() -> Path:
     py = OVERLAY_VENV / "bin" / "python"
     stamp = OVERLAY_VENV / ".ready"
-    if not stamp.exists():
-        _log(f"creating the overlay environment {OVERLAY_VENV}")
-        shutil.rmtree(OVERLAY_VENV, ignore_errors=True)
-        _run([sys.executable, "-m", "venv", str(OVERLAY_VENV)], "creating the overlay venv")
-        _run([str(py), "-m", "pip", "install", "--quiet", f"torch=={TORCH}", "numpy", "pytest",
-              "expecttest", "ninja", "setuptools"], "installing the overlay environment")
-        stamp.write_text("")
+    # unittest-xml-reporting: run_tests() writes XML reports when CI is set.
+    requirements = [f"torch=={TORCH}", "numpy", "expecttest", "ninja", "setuptools",
+                    "unittest-xml-reporting"]
+    if not stamp.exists() or stamp.read_text() != " ".join(requirements):
+        _log(f"setting up the overlay environment {OVERLAY_VENV}")
+        if not py.exists():
+            _run([sys.executable, "-m", "venv", str(OVERLAY_VENV)], "creating the overlay venv")
+        _run([str(py), "-m", "pip", "install", "--quiet", *requirements],
+             "installing the overlay environment")
+        stamp.write_text(" ".join(requirements))
     return py
 
 

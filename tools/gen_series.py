@@ -131,8 +131,9 @@ def apply_backend_registration(tree: Path) -> None:
     ) + "]"
     existing = replace_once(existing, old_all, new_imports + "\n" + new_all, target)
     write(tree, target, existing.rstrip("\n") + "\n\n\n" + body)
-    for src_file in ("torch_acc/_compat.py", "torch_acc/backends/numpy.py"):
-        carry_python(tree, src_file, series_rules.FILES[src_file])
+    for src_file, dst_file in series_rules.FILES.items():
+        if src_file.endswith(".py"):
+            carry_python(tree, src_file, dst_file)
 
 
 def apply_tests(tree: Path) -> None:

@@ -16,6 +16,10 @@ MODULES = {
     "torch_acc._C": "torch._C._acc",
     "torch_acc.backend_registration": "torch.utils.backend_registration",
     "torch_acc._compat": "torch.utils._acc_compat",
+    "torch_acc._fallback": "torch.utils._acc_fallback",
+    "torch_acc._patches": "torch.utils._acc_patches",
+    "torch_acc.library": "torch.utils._acc_library",
+    "torch_acc.payload": "torch.utils._acc_payload",
     "torch_acc.backends.numpy": "torch.testing._internal.acc_numpy_backend",
 }
 
@@ -23,6 +27,10 @@ MODULES = {
 #: merged into the existing module (rule 5); the stub gets its in-tree name.
 FILES = {
     "torch_acc/_compat.py": "torch/utils/_acc_compat.py",
+    "torch_acc/_fallback.py": "torch/utils/_acc_fallback.py",
+    "torch_acc/_patches.py": "torch/utils/_acc_patches.py",
+    "torch_acc/library.py": "torch/utils/_acc_library.py",
+    "torch_acc/payload.py": "torch/utils/_acc_payload.py",
     "torch_acc/backends/numpy.py": "torch/testing/_internal/acc_numpy_backend.py",
     "torch_acc/_C.pyi": "torch/_C/_acc/__init__.pyi",
 }

@@ -15,13 +15,17 @@ Example::
 
 import torch  # noqa: F401  (loads libtorch before the extension)
 
-from torch_acc import _C
+from torch_acc import _C, library
 from torch_acc._C import DeviceGuard, PrivateUse1Hooks
 from torch_acc.backend_registration import setup_privateuseone_for_python_backend
+from torch_acc.payload import payload, wrap
 
 __all__ = [
     "DeviceGuard",
     "PrivateUse1Hooks",
+    "library",
+    "payload",
     "setup_privateuseone_for_python_backend",
+    "wrap",
     "_C",
 ]

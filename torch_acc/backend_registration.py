@@ -10,7 +10,8 @@ import threading
 
 import torch
 
-from torch_acc import _C
+from torch_acc import _C, _patches
+from torch_acc._fallback import fallback
 
 __all__ = ["setup_privateuseone_for_python_backend"]
 
@@ -201,6 +202,8 @@ def setup_privateuseone_for_python_backend(
         torch._register_device_module(name, backend_module)
         _register(_C.register_python_privateuseone_device_guard, device_guard, name)
         _register(_C.register_python_privateuseone_hook, hook, name)
+        _C.set_fallback(fallback)
+        _patches.apply()
         _setup_done = (name, backend_module)
         return backend_module
 

@@ -1,10 +1,10 @@
 #include <torch/csrc/acc/Module.h>
 
+#include <torch/csrc/acc/Bridge.h>
 #include <torch/csrc/acc/DeviceGuard.h>
 #include <torch/csrc/acc/EmptyTensor.h>
 #include <torch/csrc/acc/Hooks.h>
 #include <torch/csrc/acc/PayloadTensor.h>
-#include <torch/csrc/PyInterpreter.h>
 #include <torch/csrc/utils/pybind.h>
 
 namespace torch::acc {
@@ -133,29 +133,91 @@ void initBindings(PyObject* module) {
   m.def(
       "payload",
       [](const at::Tensor& tensor) -> py::object {
-        const auto& object = payloadImpl(tensor).slot()->object;
-        if (!object.has_value()) {
+        if (!payloadImpl(tensor).slot()->object.has_value()) {
           return py::none();
         }
-        return py::reinterpret_borrow<py::object>(
-            object->ptr(getPyInterpreter()));
+        return materialize(tensor);
       },
       py::arg("tensor"),
-      "The device data of a payload tensor (None when none is set).");
+      "The device data of a payload tensor as its kernels see it (None when "
+      "none is set).");
 
   m.def(
       "set_payload",
       [](const at::Tensor& tensor, const py::object& payload) {
-        auto& object = payloadImpl(tensor).slot()->object;
-        object.reset();
-        if (!payload.is_none()) {
-          object.emplace(payload.inc_ref().ptr(), getPyInterpreter());
-        }
+        auto& impl = payloadImpl(tensor);
+        TORCH_CHECK(
+            tensor.storage_offset() == 0,
+            "expected a tensor at storage offset 0 to set the payload of, but "
+            "got offset ",
+            tensor.storage_offset());
+        impl.slot()->bind(payload, tensor.sizes(), tensor.strides());
       },
       py::arg("tensor"),
       py::arg("payload"),
-      "Sets the device data of a payload tensor, for it and every tensor "
-      "sharing its payload (its detached copies).");
+      "Binds the device data of a payload tensor (laid out as the tensor is), "
+      "for it and every tensor sharing its payload.");
+
+  m.def(
+      "wrap",
+      [](const py::object& payload,
+         std::optional<std::vector<int64_t>> shape,
+         std::optional<c10::ScalarType> dtype,
+         c10::DeviceIndex device_index,
+         std::optional<std::vector<int64_t>> strides) {
+        const auto count = privateUse1Guard().deviceCount();
+        TORCH_CHECK_VALUE(
+            device_index >= 0 && device_index < count,
+            "expected a device index in [0, ",
+            static_cast<int>(count),
+            ") for ",
+            c10::get_privateuse1_backend(),
+            ", but got ",
+            static_cast<int>(device_index));
+        return wrap(
+            payload, std::move(shape), dtype, device_index, std::move(strides));
+      },
+      py::arg("payload"),
+      py::arg("shape") = py::none(),
+      py::arg("dtype") = py::none(),
+      py::arg("device_index") = 0,
+      py::arg("strides") = py::none(),
+      "A tensor whose device data is `payload`.");
+
+  m.def(
+      "rebind",
+      [](const at::Tensor& tensor, const py::object& payload) {
+        rebind(tensor, payload);
+      },
+      py::arg("tensor"),
+      py::arg("payload"),
+      "Binds `payload` to `tensor`, which takes the payload's shape and "
+      "strides (for in-place and out= results).");
+
+  m.def(
+      "register_kernel",
+      &registerKernel,
+      py::arg("name"),
+      py::arg("fn"),
+      "Registers `fn`, which takes and returns payloads, as the PrivateUse1 "
+      "kernel of an aten operator overload.");
+
+  m.def(
+      "set_as_strided",
+      [](py::object fn) {
+        setViewFunction(std::move(fn));
+        registerViewKernels();
+      },
+      py::arg("fn"),
+      "Sets the backend's as_strided(payload, size, stride, storage_offset) "
+      "and registers the view kernels that rely on it.");
+
+  m.def(
+      "set_fallback",
+      &setFallback,
+      py::arg("fn"),
+      "Installs fn(op_name, overload_name, args, kwargs) as the PrivateUse1 "
+      "fallback for operators without a kernel.");
 }
 
 void initModule(PyObject* module) {

@@ -2,8 +2,51 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
+#include <torch/csrc/PyInterpreter.h>
 
 namespace torch::acc {
+
+void PayloadSlot::bind(
+    py::handle payload,
+    c10::IntArrayRef new_sizes,
+    c10::IntArrayRef new_strides) {
+  object.reset();
+  object.emplace(payload.inc_ref().ptr(), getPyInterpreter());
+  sizes.assign(new_sizes.begin(), new_sizes.end());
+  strides.assign(new_strides.begin(), new_strides.end());
+}
+
+py::object PayloadSlot::get() const {
+  if (!object.has_value()) {
+    return py::none();
+  }
+  return py::reinterpret_borrow<py::object>(object->ptr(getPyInterpreter()));
+}
+
+PayloadTensorImpl::PayloadTensorImpl(
+    caffe2::TypeMeta dtype,
+    c10::Device device,
+    c10::intrusive_ptr<PayloadSlot> slot)
+    : c10::TensorImpl(
+          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+          dtype,
+          device),
+      slot_(std::move(slot)) {
+  release_storage_and_set_meta_custom_data_ptr_error_msg_(c10::str(
+      "tensors on ",
+      c10::get_privateuse1_backend(),
+      " have no storage: their data is a Python payload. Use .cpu() to get a "
+      "tensor with storage, or torch_acc.payload() for the payload"));
+}
+
+bool PayloadTensorImpl::isWholePayload() const {
+  return storage_offset() == 0 && sizes().equals(slot_->sizes) &&
+      strides().equals(slot_->strides);
+}
+
+const char* PayloadTensorImpl::tensorimpl_type_name() const {
+  return "PayloadTensorImpl";
+}
 
 PayloadTensorImpl::PayloadTensorImpl(
     c10::Storage storage,
@@ -19,8 +62,10 @@ template <typename VariableVersion>
 c10::intrusive_ptr<c10::TensorImpl> PayloadTensorImpl::shallowCopyAndDetach(
     VariableVersion&& version_counter,
     bool allow_tensor_metadata_change) const {
-  auto impl = c10::make_intrusive<PayloadTensorImpl>(
-      c10::Storage(storage()), dtype(), slot_);
+  auto impl = has_storage()
+      ? c10::make_intrusive<PayloadTensorImpl>(
+            c10::Storage(storage()), dtype(), slot_)
+      : c10::make_intrusive<PayloadTensorImpl>(dtype(), device(), slot_);
   copy_tensor_metadata(
       /*src_impl=*/this,
       /*dest_impl=*/impl.get(),
@@ -99,8 +144,31 @@ void registerPayloadAllocator() {
   }
 }
 
+at::Tensor makePayloadTensor(
+    c10::intrusive_ptr<PayloadSlot> slot,
+    c10::ScalarType dtype,
+    c10::DeviceIndex device_index,
+    c10::IntArrayRef sizes,
+    c10::IntArrayRef strides,
+    int64_t storage_offset) {
+  auto tensor = at::detail::make_tensor<PayloadTensorImpl>(
+      c10::scalarTypeToTypeMeta(dtype),
+      c10::Device(c10::DeviceType::PrivateUse1, device_index),
+      std::move(slot));
+  tensor.unsafeGetTensorImpl()->set_sizes_and_strides(
+      sizes, strides, storage_offset);
+  return tensor;
+}
+
+PayloadTensorImpl* maybePayloadImpl(const at::Tensor& tensor) {
+  if (!tensor.defined() || !tensor.is_privateuseone()) {
+    return nullptr;
+  }
+  return dynamic_cast<PayloadTensorImpl*>(tensor.unsafeGetTensorImpl());
+}
+
 PayloadTensorImpl& payloadImpl(const at::Tensor& tensor) {
-  auto* impl = dynamic_cast<PayloadTensorImpl*>(tensor.unsafeGetTensorImpl());
+  auto* impl = maybePayloadImpl(tensor);
   TORCH_CHECK_TYPE(
       impl != nullptr,
       "expected a payload tensor (a tensor of the Python backend ",

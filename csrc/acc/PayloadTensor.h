@@ -2,19 +2,33 @@
 
 #include <c10/core/SafePyObject.h>
 #include <c10/core/TensorImpl.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <optional>
+#include <vector>
 
 namespace torch::acc {
 
-// The device data of a PrivateUse1 payload tensor: any Python object
-// (a NumPy array, a JAX array, a handle to remote memory...). A tensor and its
-// shallow copies (detach(), autograd's saved and non-differentiable views)
-// share one slot, so rebinding the payload of one is seen by all of them.
+namespace py = pybind11;
+
+// The device data of PrivateUse1 payload tensors: any Python object (a NumPy
+// array, a JAX array, a handle to remote memory...), with the layout the
+// object itself has. A tensor and its views and detached copies share one
+// slot, the way CPU tensors share a storage: rebinding the payload of one is
+// seen by all of them.
 struct PayloadSlot final : c10::intrusive_ptr_target {
-  // Empty until a payload is set. Set and read with the GIL held; released
+  // Empty until a payload is bound. Set and read with the GIL held; released
   // through the interpreter, which takes the GIL (c10::SafePyObject).
   std::optional<c10::SafePyObject> object;
+  // The layout of `object` in elements (its own shape and strides). A tensor
+  // whose sizes and strides are these, at offset 0, is the payload itself;
+  // any other tensor on the slot is a view of it.
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+
+  // Binds `payload` (a new reference is taken) with the given layout.
+  void bind(py::handle payload, c10::IntArrayRef sizes, c10::IntArrayRef strides);
+  py::object get() const;
 };
 
 // A PrivateUse1 TensorImpl whose device data is a payload slot.
@@ -24,10 +38,19 @@ class PayloadTensorImpl final : public c10::TensorImpl {
       c10::Storage storage,
       caffe2::TypeMeta dtype,
       c10::intrusive_ptr<PayloadSlot> slot);
+  // A tensor without storage: storage and data pointer access raise an error
+  // that names the device and suggests .cpu().
+  PayloadTensorImpl(
+      caffe2::TypeMeta dtype,
+      c10::Device device,
+      c10::intrusive_ptr<PayloadSlot> slot);
 
   const c10::intrusive_ptr<PayloadSlot>& slot() const {
     return slot_;
   }
+
+  // Whether this tensor is its slot's payload itself rather than a view of it.
+  bool isWholePayload() const;
 
   c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
       const c10::VariableVersion& version_counter,
@@ -39,6 +62,8 @@ class PayloadTensorImpl final : public c10::TensorImpl {
       override;
 
  private:
+  const char* tensorimpl_type_name() const override;
+
   template <typename VariableVersion>
   c10::intrusive_ptr<c10::TensorImpl> shallowCopyAndDetach(
       VariableVersion&& version_counter,
@@ -47,12 +72,23 @@ class PayloadTensorImpl final : public c10::TensorImpl {
   c10::intrusive_ptr<PayloadSlot> slot_;
 };
 
+// A storage-less payload tensor on `slot` with the given metadata.
+at::Tensor makePayloadTensor(
+    c10::intrusive_ptr<PayloadSlot> slot,
+    c10::ScalarType dtype,
+    c10::DeviceIndex device_index,
+    c10::IntArrayRef sizes,
+    c10::IntArrayRef strides,
+    int64_t storage_offset);
+
 // Makes PrivateUse1's allocator one that holds no memory, unless the device
 // already has an allocator. A Python backend keeps its data in payloads, so
 // `torch.UntypedStorage(n, device=...)` with n > 0 raises an error that says so
 // (instead of PyTorch dereferencing a missing allocator).
 void registerPayloadAllocator();
 
+// The payload impl of `tensor`, or nullptr when it is not a payload tensor.
+PayloadTensorImpl* maybePayloadImpl(const at::Tensor& tensor);
 // The payload impl of `tensor`; a clear error when it is not a payload tensor.
 PayloadTensorImpl& payloadImpl(const at::Tensor& tensor);
 

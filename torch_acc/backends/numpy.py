@@ -1,10 +1,9 @@
-r"""A reference backend whose device data are NumPy arrays: device ``"npy"``.
+r"""The reference backend: device ``"npy"``, whose device data are NumPy arrays.
 
-Written in the style of the seed PR: a tensor on ``npy`` is a :class:`NumpyTensor` (a
-``torch.Tensor`` subclass holding its NumPy array in ``raw_data``), and kernels are registered
-with ``torch.library`` for PrivateUse1. It covers moving data (``.to("npy")``, ``.cpu()``,
-``torch.tensor(..., device="npy")``), elementwise ``+ - * /``, ``sum``, ``mm``, printing and
-autograd through them.
+Tensors on ``npy`` are plain ``torch.Tensor`` objects whose payload is a NumPy array; the
+kernels below take and return arrays (see :mod:`torch_acc.library`). Views share their
+base's array, so writes through a view show in the base. Operators without a kernel here run
+through PyTorch's decompositions.
 
 Example::
 
@@ -17,13 +16,15 @@ Example::
     tensor(6., device='npy:0')
 """
 
+import functools
+
 import numpy as np
 import torch
 
-from torch_acc import _C
+from torch_acc import library
 from torch_acc.backend_registration import setup_privateuseone_for_python_backend
 
-__all__ = ["DEVICE", "NumpyTensor", "setup"]
+__all__ = ["DEVICE", "setup"]
 
 #: The device name this backend registers.
 DEVICE = "npy"
@@ -54,222 +55,170 @@ def _np_dtype(dtype: torch.dtype):
         ) from None
 
 
-class NumpyTensor(torch.Tensor):
-    """A tensor on the ``npy`` device; its data is the NumPy array ``raw_data``."""
-
-    @staticmethod
-    def __new__(cls, raw_data: np.ndarray, device_index: int = 0):
-        res = _C.create_empty_tensor(
-            raw_data.shape, _NUMPY_TO_TORCH[raw_data.dtype], device_index
-        )
-        res.__class__ = cls
-        return res
-
-    def __init__(self, raw_data: np.ndarray, device_index: int = 0):
-        self.raw_data = raw_data
-
-    # The array is the tensor's payload, not a Python attribute, so that tensors
-    # PyTorch makes in C++ from this one (``detach()``, gradients) carry it too, even when
-    # they come back to Python as plain ``torch.Tensor`` objects.
-    @property
-    def raw_data(self) -> np.ndarray:
-        return _C.payload(self)
-
-    @raw_data.setter
-    def raw_data(self, value: np.ndarray) -> None:
-        _C.set_payload(self, value)
-
-    def detach(self):
-        # torch < 2.7 detaches in C++ without calling the detach kernel, so the result comes
-        # back as a plain Tensor (sharing this tensor's payload); keep the class, as
-        # nn.Parameter requires of a subclass.
-        out = torch.Tensor.detach(self)
-        if type(out) is not type(self):
-            out.__class__ = type(self)
-        return out
-
-    # Results of ops are whatever the kernels return (NumpyTensor on npy, plain tensors on
-    # CPU): no re-wrapping into this class by the default __torch_function__.
-    __torch_function__ = torch._C._disabled_torch_function_impl
-
-    def __repr__(self, *, tensor_contents=None):
-        if tensor_contents is None:
-            cpu = self.detach().cpu()
-            # torch prints a subclass as "<class name>(" followed by the contents.
-            indent = len(type(self).__name__) + 1
-            tensor_contents = torch._tensor_str._tensor_str(cpu, indent)
-        return super().__repr__(tensor_contents=tensor_contents)
-
-    __str__ = __repr__
+def _kind(x):
+    """What type promotion needs to know of an operand: its dtype, and whether it is a scalar."""
+    if isinstance(x, np.ndarray | np.generic):
+        return (_NUMPY_TO_TORCH[x.dtype], x.ndim == 0)
+    return (type(x), True)
 
 
-def _wrap(value, like, dtype: torch.dtype | None = None) -> NumpyTensor:
-    """A tensor holding ``value`` on the device of ``like`` (a tensor or a device)."""
-    arr = np.asarray(value)
-    if dtype is not None:
-        arr = arr.astype(_np_dtype(dtype), copy=False)
-    elif arr.dtype not in _NUMPY_TO_TORCH:
-        raise TypeError(f"the {DEVICE} backend got a NumPy result of unsupported dtype {arr.dtype}")
-    device = like if isinstance(like, torch.device) else like.device
-    return NumpyTensor(arr, device.index or 0)
+@functools.cache
+def _result_type(*kinds) -> np.dtype:
+    def operand(kind):
+        t, scalar = kind
+        if isinstance(t, torch.dtype):
+            return torch.empty(() if scalar else (1,), dtype=t)
+        return t(1)
+
+    return np.dtype(_np_dtype(torch.result_type(*(operand(k) for k in kinds))))
 
 
-def _on_device(*args) -> torch.Tensor:
-    """The argument whose device the result goes to; all npy arguments must share it."""
-    ours = [a for a in args if isinstance(a, torch.Tensor) and a.device.type == DEVICE]
-    for other in ours[1:]:
-        if other.device != ours[0].device:
-            raise RuntimeError(
-                "Expected all tensors to be on the same device, but found at least two devices, "
-                f"{ours[0].device} and {other.device}!"
-            )
-    return ours[0]
+def _promoted(result, *operands):
+    """``result`` in the dtype PyTorch gives for ``operands`` (NumPy promotes differently)."""
+    first = operands[0]
+    if all(isinstance(o, np.ndarray) and o.dtype == first.dtype for o in operands):
+        return result
+    dtype = _result_type(*(_kind(o) for o in operands))
+    return np.asarray(result, dtype=dtype)
 
 
-def _unwrap(t) -> np.ndarray:
-    """The NumPy data of a tensor argument: ours, or a CPU scalar/tensor PyTorch passes along."""
-    if isinstance(t, torch.Tensor) and t.device.type == DEVICE:
-        return _C.payload(t)
-    if isinstance(t, torch.Tensor):
-        if t.device.type == "cpu" and t.dim() == 0:
-            return t.detach().numpy()
-        raise RuntimeError(
-            "Expected all tensors to be on the same device, but found at least two devices, "
-            f"{DEVICE} and {t.device}! (the {DEVICE} backend takes CPU tensors only as 0-dim "
-            "scalars)"
-        )
-    return np.asarray(t)
+# --- payload functions ------------------------------------------------------------------
 
 
-def _binary(op):
-    def kernel(a, b, *args, **kwargs):
-        dtype = torch.result_type(a, b)
-        return _wrap(op(_unwrap(a), _unwrap(b), *args, **kwargs), _on_device(a, b), dtype)
+def _as_strided(payload, size, stride, storage_offset):
+    arr = np.asarray(payload)
+    item = arr.itemsize
+    extent = storage_offset + sum((s - 1) * st for s, st in zip(size, stride, strict=True)) + 1
+    flat = np.lib.stride_tricks.as_strided(arr, (max(extent, storage_offset),), (item,))
+    return np.lib.stride_tricks.as_strided(
+        flat[storage_offset:], tuple(size), tuple(s * item for s in stride)
+    )
 
-    return kernel
+
+def _to_cpu(payload) -> torch.Tensor:
+    return torch.from_numpy(np.array(payload, order="C"))
+
+
+def _from_cpu(tensor: torch.Tensor):
+    _np_dtype(tensor.dtype)
+    return tensor.resolve_conj().resolve_neg().numpy().copy()
+
+
+def _copy_into(dst, src):
+    if isinstance(dst, np.ndarray) and dst.flags.writeable:
+        np.copyto(dst, src, casting="unsafe")
+        return dst
+    return np.array(np.broadcast_to(src, np.shape(dst)), dtype=np.asarray(dst).dtype)
+
+
+# --- kernels ----------------------------------------------------------------------------
+
+
+def _empty(size, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    return np.empty(tuple(size), _np_dtype(dtype or torch.get_default_dtype()))
+
+
+def _empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
+    np_dtype = np.dtype(_np_dtype(dtype or torch.get_default_dtype()))
+    extent = sum((s - 1) * st for s, st in zip(size, stride, strict=True)) + 1
+    flat = np.empty((max(extent, 0),), np_dtype)
+    return np.lib.stride_tricks.as_strided(
+        flat, tuple(size), tuple(s * np_dtype.itemsize for s in stride)
+    )
 
 
 def _add(a, b, *, alpha=1):
-    return a + alpha * b if alpha != 1 else a + b
+    return _promoted(a + alpha * b if alpha != 1 else a + b, a, b)
 
 
 def _sub(a, b, *, alpha=1):
-    return a - alpha * b if alpha != 1 else a - b
+    return _promoted(a - alpha * b if alpha != 1 else a - b, a, b)
 
 
-def _add_out(a, b, *, alpha=1, out):
-    result = _add(_unwrap(a), _unwrap(b), alpha=alpha)
-    _C.set_payload(out, np.asarray(result, dtype=_unwrap(out).dtype))
-    return out
+def _mul(a, b):
+    return _promoted(a * b, a, b)
+
+
+def _div(a, b):
+    out = np.true_divide(a, b)
+    dtype = _result_type(_kind(a), _kind(b))
+    if dtype.kind in "biu":
+        dtype = np.dtype(_np_dtype(torch.get_default_dtype()))
+    return np.asarray(out, dtype=dtype)
 
 
 def _inplace(op):
-    def kernel(self, other, *args, **kwargs):
-        data = _unwrap(self)
-        data[...] = op(data, _unwrap(other), *args, **kwargs)
+    def kernel(self, other, *, alpha=1):
+        value = op(self, other, alpha=alpha) if alpha != 1 else op(self, other)
+        np.copyto(self, value, casting="unsafe")
         return self
 
     return kernel
 
 
-def _div(a, b):
-    return np.true_divide(a, b)
-
-
-def _div_result(a, b):
-    dtype = torch.result_type(a, b)
-    if not (dtype.is_floating_point or dtype.is_complex):
-        dtype = torch.get_default_dtype()
-    return _wrap(_div(_unwrap(a), _unwrap(b)), _on_device(a, b), dtype)
-
-
-def _empty(size, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
-    device = torch.device(DEVICE, 0) if device is None else torch.device(device)
-    return _wrap(np.empty(tuple(size), _np_dtype(dtype or torch.get_default_dtype())), device)
-
-
-def _empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
-    # Seed-style tensors always have contiguous metadata; the data layout is NumPy's.
-    return _empty(size, dtype=dtype, device=device)
-
-
-def _copy_from(src, dst, non_blocking=False):
-    if dst.device.type == DEVICE:
-        data = _unwrap(src) if src.device.type == DEVICE else src.detach().cpu().numpy()
-        np.copyto(_unwrap(dst), data.astype(_unwrap(dst).dtype, copy=False))
-    else:
-        dst.copy_(torch.from_numpy(np.array(_unwrap(src), order="C")))
-    return dst
-
-
 def _sum(self, dim=None, keepdim=False, *, dtype=None):
-    axis = None if dim is None or len(dim) == 0 else tuple(dim)
+    axis = None if not dim else tuple(dim)
     if dtype is None:
-        dtype = self.dtype
+        dtype = _NUMPY_TO_TORCH[self.dtype]
         if not (dtype.is_floating_point or dtype.is_complex):
             dtype = torch.int64
-    return _wrap(
-        np.sum(_unwrap(self), axis=axis, keepdims=keepdim, dtype=_np_dtype(dtype)), self
-    )
+    return np.asarray(np.sum(self, axis=axis, keepdims=keepdim, dtype=_np_dtype(dtype)))
 
 
-def _as_strided(self, size, stride, storage_offset=None):
-    base = _unwrap(self)
-    if not base.flags.c_contiguous:
-        base = np.array(base, order="C")
-    flat = base.reshape(-1)[storage_offset or 0 :]
-    item = base.itemsize
-    view = np.lib.stride_tricks.as_strided(flat, tuple(size), tuple(s * item for s in stride))
-    return _wrap(view.copy(), self)
+def _mean(self, dim=None, keepdim=False, *, dtype=None):
+    axis = None if not dim else tuple(dim)
+    np_dtype = self.dtype if dtype is None else _np_dtype(dtype)
+    return np.asarray(np.mean(self, axis=axis, keepdims=keepdim, dtype=np_dtype))
 
 
 def _fill(self, value):
-    _unwrap(self)[...] = _unwrap(value)
+    self[...] = value
     return self
 
 
-def _local_scalar_dense(self):
-    return _unwrap(self).item()
+def _zero(self):
+    self[...] = 0
+    return self
+
+
+def _threshold_backward(grad, self, threshold):
+    return np.where(self <= threshold, np.zeros((), grad.dtype), grad)
 
 
 _KERNELS = {
     "empty.memory_format": _empty,
     "empty_strided": _empty_strided,
-    "_copy_from": _copy_from,
-    "detach": lambda self: _wrap(_unwrap(self), self),
-    "view": lambda self, size: _wrap(_unwrap(self).reshape(tuple(size)), self),
-    "_unsafe_view": lambda self, size: _wrap(_unwrap(self).reshape(tuple(size)), self),
-    "as_strided": _as_strided,
-    # Seed-style tensors alias nothing: an expanded tensor is a writable copy.
-    "expand": lambda self, size, *, implicit=False: _wrap(
-        np.broadcast_to(_unwrap(self), tuple(size)).copy(), self
-    ),
-    "add.Tensor": _binary(_add),
-    "add.out": _add_out,
+    "add.Tensor": _add,
     "add_.Tensor": _inplace(_add),
-    "sub.Tensor": _binary(_sub),
+    "sub.Tensor": _sub,
     "sub_.Tensor": _inplace(_sub),
-    "mul_.Tensor": _inplace(np.multiply),
-    "mul.Tensor": _binary(np.multiply),
-    "div.Tensor": _div_result,
-    "neg": lambda self: _wrap(-_unwrap(self), self),
-    "sum": lambda self, *, dtype=None: _sum(self, dtype=dtype),
+    "mul.Tensor": _mul,
+    "mul_.Tensor": _inplace(_mul),
+    "div.Tensor": _div,
+    "neg": np.negative,
+    "exp": np.exp,
+    "log": np.log,
+    "relu": lambda self: np.maximum(self, np.zeros((), self.dtype)),
+    "threshold_backward": _threshold_backward,
+    "mm": np.matmul,
     "sum.dim_IntList": _sum,
-    "mm": lambda self, other: _wrap(_unwrap(self) @ _unwrap(other), _on_device(self, other)),
+    "mean.dim": _mean,
     "fill_.Scalar": _fill,
-    "_local_scalar_dense": _local_scalar_dense,
+    "zero_": _zero,
 }
 
-_lib: torch.library.Library | None = None
+_registered = False
 
 
 def setup() -> str:
     """Set up the ``npy`` device and register its kernels (idempotent). Returns ``"npy"``."""
-    global _lib
+    global _registered
     setup_privateuseone_for_python_backend(DEVICE)
-    if _lib is None:
-        lib = torch.library.Library("aten", "IMPL")
+    if not _registered:
+        library.impl_payload(
+            as_strided=_as_strided, to_cpu=_to_cpu, from_cpu=_from_cpu, copy_into=_copy_into
+        )
         for name, kernel in _KERNELS.items():
-            lib.impl(name, kernel, "PrivateUse1")
-        _lib = lib
+            library.impl(name, kernel)
+        _registered = True
     return DEVICE

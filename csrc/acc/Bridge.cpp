@@ -1,0 +1,589 @@
+#include <torch/csrc/acc/Bridge.h>
+
+#include <ATen/ops/empty.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/strides.h>
+#include <torch/csrc/Dtype.h>
+#include <torch/csrc/DynamicTypes.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/library.h>
+
+#include <memory>
+#include <unordered_map>
+
+namespace torch::acc {
+
+namespace {
+
+constexpr auto kPrivateUse1 = c10::DeviceType::PrivateUse1;
+
+// Backend functions, set once; strong references kept until exit (never
+// released, so nothing touches Python at shutdown).
+PyObject* view_fn = nullptr;
+PyObject* fallback_fn = nullptr;
+
+std::vector<std::unique_ptr<torch::Library>>& libraries() {
+  static std::vector<std::unique_ptr<torch::Library>> libs;
+  return libs;
+}
+
+torch::Library& newLibrary() {
+  libraries().push_back(std::make_unique<torch::Library>(
+      torch::Library::IMPL,
+      "aten",
+      std::optional<c10::DispatchKey>(c10::DispatchKey::PrivateUse1),
+      __FILE__,
+      __LINE__));
+  return *libraries().back();
+}
+
+std::vector<int64_t> contiguousStrides(c10::IntArrayRef sizes) {
+  const auto strides = c10::contiguous_strides(sizes);
+  return {strides.begin(), strides.end()};
+}
+
+std::vector<int64_t> toInts(py::handle seq, const char* what) {
+  try {
+    return seq.cast<std::vector<int64_t>>();
+  } catch (py::cast_error&) {
+    TORCH_CHECK_TYPE(
+        false,
+        "expected ",
+        what,
+        " to be a sequence of ints, but got ",
+        py::str(py::type::handle_of(seq)).cast<std::string>());
+  }
+}
+
+// Strides (in elements) of a payload: from `payload.strides` (bytes,
+// NumPy-style) when it has them, else contiguous.
+std::vector<int64_t> payloadStrides(
+    py::handle payload,
+    c10::IntArrayRef sizes,
+    c10::ScalarType dtype) {
+  PyObject* attr = PyObject_GetAttrString(payload.ptr(), "strides");
+  if (attr == nullptr) {
+    PyErr_Clear();
+    return contiguousStrides(sizes);
+  }
+  py::object strides = py::reinterpret_steal<py::object>(attr);
+  if (strides.is_none()) {
+    return contiguousStrides(sizes);
+  }
+  auto bytes = toInts(strides, "payload.strides");
+  const auto item = static_cast<int64_t>(c10::elementSize(dtype));
+  TORCH_CHECK_VALUE(
+      bytes.size() == sizes.size(),
+      "expected payload.strides to have ",
+      sizes.size(),
+      " entries (one per dimension), but got ",
+      bytes.size());
+  for (auto& b : bytes) {
+    TORCH_CHECK_VALUE(
+        b >= 0 && b % item == 0,
+        "expected payload.strides to be non-negative multiples of the item "
+        "size ",
+        item,
+        ", but got ",
+        c10::IntArrayRef(bytes),
+        "; pass a contiguous payload or explicit strides");
+    b /= item;
+  }
+  return bytes;
+}
+
+c10::DeviceIndex currentDevice() {
+  return c10::impl::getDeviceGuardImpl(kPrivateUse1)->getDevice().index();
+}
+
+[[noreturn]] void mixedDevices(const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK(
+      false,
+      "Expected all tensors to be on the same device, but found at least two "
+      "devices, ",
+      a.device(),
+      " and ",
+      b.device(),
+      "!");
+}
+
+bool typeIs(const c10::Argument& arg, c10::TypeKind kind) {
+  const auto& t = arg.real_type();
+  if (t->kind() == kind) {
+    return true;
+  }
+  const auto* opt = t->castRaw<c10::OptionalType>();
+  return opt != nullptr && opt->getElementType()->kind() == kind;
+}
+
+// The Python value of a non-tensor argument, as torch's Python APIs give it.
+py::object toPython(const c10::Argument& arg, c10::IValue value) {
+  if (value.isNone()) {
+    return py::none();
+  }
+  if (typeIs(arg, c10::TypeKind::ScalarTypeType)) {
+    return py::cast(static_cast<c10::ScalarType>(value.toInt()));
+  }
+  if (typeIs(arg, c10::TypeKind::LayoutType)) {
+    return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(
+        torch::getTHPLayout(static_cast<c10::Layout>(value.toInt()))));
+  }
+  if (typeIs(arg, c10::TypeKind::MemoryFormatType)) {
+    return py::cast(static_cast<c10::MemoryFormat>(value.toInt()));
+  }
+  return torch::jit::toPyObject(std::move(value));
+}
+
+// One call of a Python kernel: arguments in, results out.
+class Call {
+ public:
+  explicit Call(const c10::FunctionSchema& schema) : schema_(schema) {}
+
+  // The payload (or Python scalar) for a tensor argument.
+  py::object tensorArg(const at::Tensor& t) {
+    if (!t.defined()) {
+      return py::none();
+    }
+    if (t.is_privateuseone()) {
+      if (!first_.defined()) {
+        first_ = t;
+      } else if (t.device() != first_.device()) {
+        mixedDevices(first_, t);
+      }
+      return materialize(t);
+    }
+    if (t.dim() == 0 && t.device().is_cpu()) {
+      // A CPU scalar (a wrapped Python number, or a 0-dim tensor), as CUDA
+      // accepts it.
+      return torch::jit::toPyObject(t.item());
+    }
+    cpu_ = t;
+    return py::none();
+  }
+
+  py::object arg(size_t i, c10::IValue value) {
+    const auto& a = schema_.arguments()[i];
+    if (value.isTensor()) {
+      return tensorArg(value.toTensor());
+    }
+    if (value.isTensorList() || value.isList()) {
+      if (value.isTensorList() ||
+          a.type()->isSubtypeOf(*c10::ListType::ofOptionalTensors())) {
+        py::list out;
+        for (const c10::IValue& item : value.toListRef()) {
+          out.append(item.isTensor() ? tensorArg(item.toTensor()) : py::none());
+        }
+        return std::move(out);
+      }
+    }
+    if (value.isDevice()) {
+      device_ = value.toDevice();
+    }
+    return toPython(a, std::move(value));
+  }
+
+  // The device of the results: that of the payload tensors, else the
+  // `device` argument, else the current one.
+  c10::DeviceIndex deviceIndex() {
+    if (cpu_.defined() && first_.defined()) {
+      mixedDevices(first_, cpu_);
+    }
+    TORCH_CHECK(
+        !cpu_.defined(),
+        "Expected all tensors to be on the same device, but got a tensor on ",
+        cpu_.device(),
+        " for an operator running on ",
+        c10::get_privateuse1_backend());
+    if (first_.defined()) {
+      return first_.device().index();
+    }
+    if (device_.has_value() && device_->type() == kPrivateUse1 &&
+        device_->has_index()) {
+      return device_->index();
+    }
+    return currentDevice();
+  }
+
+ private:
+  const c10::FunctionSchema& schema_;
+  at::Tensor first_;
+  at::Tensor cpu_;
+  std::optional<c10::Device> device_;
+};
+
+// A tensor argument that a kernel mutates: after the call, the payload it
+// returned for it is bound to it (in-place and out= semantics).
+void rebindResult(const at::Tensor& tensor, py::handle given, py::handle result) {
+  if (result.is_none() || result.is(given)) {
+    return; // The kernel wrote into the payload it was given.
+  }
+  rebind(tensor, result);
+}
+
+class PythonKernel final : public c10::OperatorKernel {
+ public:
+  PythonKernel(py::object fn, const c10::FunctionSchema& schema)
+      : fn_(fn.release().ptr()) {
+    py::list kwnames;
+    for (const auto& a : schema.arguments()) {
+      if (a.kwarg_only()) {
+        kwnames.append(py::str(a.name()));
+      }
+    }
+    kwnames_ = py::tuple(kwnames).release().ptr();
+  }
+
+  void operator()(
+      const c10::OperatorHandle& op,
+      c10::DispatchKeySet /*ks*/,
+      torch::jit::Stack* stack) {
+    const auto& schema = op.schema();
+    const auto n = schema.arguments().size();
+    py::gil_scoped_acquire gil;
+    Call call(schema);
+    std::vector<py::object> args;
+    args.reserve(n);
+    auto inputs = torch::jit::last(*stack, n);
+    for (size_t i = 0; i < n; ++i) {
+      args.push_back(call.arg(i, inputs[i]));
+    }
+    const auto device_index = call.deviceIndex();
+    std::vector<PyObject*> argv;
+    argv.reserve(n);
+    for (auto& a : args) {
+      argv.push_back(a.ptr());
+    }
+    const auto nkw = static_cast<size_t>(PyTuple_GET_SIZE(kwnames_));
+    PyObject* raw = PyObject_Vectorcall(
+        fn_, argv.data(), n - nkw, nkw == 0 ? nullptr : kwnames_);
+    if (raw == nullptr) {
+      throw py::error_already_set();
+    }
+    py::object result = py::reinterpret_steal<py::object>(raw);
+
+    const auto& returns = schema.returns();
+    std::vector<c10::IValue> outputs;
+    outputs.reserve(returns.size());
+    for (size_t j = 0; j < returns.size(); ++j) {
+      py::object r = returns.size() == 1 ? result : result[py::int_(j)];
+      outputs.push_back(
+          output(schema, returns[j], inputs, args, std::move(r), device_index));
+    }
+    torch::jit::drop(*stack, n);
+    for (auto& o : outputs) {
+      stack->push_back(std::move(o));
+    }
+  }
+
+ private:
+  // The mutable argument a return aliases (in-place and out= overloads).
+  static std::optional<size_t> aliasedArg(
+      const c10::FunctionSchema& schema,
+      const c10::Argument& ret) {
+    if (ret.alias_info() == nullptr || !ret.alias_info()->isWrite()) {
+      return std::nullopt;
+    }
+    const auto& args = schema.arguments();
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i].alias_info() != nullptr &&
+          args[i].alias_info()->beforeSets() ==
+              ret.alias_info()->beforeSets()) {
+        return i;
+      }
+    }
+    return std::nullopt;
+  }
+
+  c10::IValue output(
+      const c10::FunctionSchema& schema,
+      const c10::Argument& ret,
+      c10::ArrayRef<c10::IValue> inputs,
+      const std::vector<py::object>& args,
+      py::object r,
+      c10::DeviceIndex device_index) const {
+    const auto& type = ret.type();
+    if (type->kind() == c10::TypeKind::TensorType) {
+      if (auto i = aliasedArg(schema, ret)) {
+        const at::Tensor& mutated = inputs[*i].toTensor();
+        rebindResult(mutated, args[*i], r);
+        return mutated;
+      }
+      return wrap(r, std::nullopt, std::nullopt, device_index, std::nullopt);
+    }
+    if (type->isSubtypeOf(*c10::ListType::ofTensors())) {
+      std::vector<at::Tensor> tensors;
+      for (py::handle item : r) {
+        tensors.push_back(
+            wrap(item, std::nullopt, std::nullopt, device_index, std::nullopt));
+      }
+      return tensors;
+    }
+    return torch::jit::toIValue(r, type);
+  }
+
+  PyObject* fn_;
+  PyObject* kwnames_;
+};
+
+// Storage extent (in elements) a tensor's metadata reaches.
+int64_t extent(const at::Tensor& t) {
+  if (t.numel() == 0) {
+    return t.storage_offset();
+  }
+  int64_t last = t.storage_offset();
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    last += (t.size(d) - 1) * t.stride(d);
+  }
+  return last + 1;
+}
+
+at::Tensor viewOf(const at::Tensor& base, const at::Tensor& meta) {
+  return makePayloadTensor(
+      payloadImpl(base).slot(),
+      meta.scalar_type(),
+      base.device().index(),
+      meta.sizes(),
+      meta.strides(),
+      meta.storage_offset());
+}
+
+// The kernel of every view operator: run the operator's meta kernel on a meta
+// tensor with the same metadata, and make each result a tensor on the base's
+// payload with the metadata the meta kernel gave it.
+void viewKernel(
+    const c10::OperatorHandle& op,
+    c10::DispatchKeySet /*ks*/,
+    torch::jit::Stack* stack) {
+  const auto n = op.schema().arguments().size();
+  auto& self_iv = (*stack)[stack->size() - n];
+  const at::Tensor base = self_iv.toTensor();
+  payloadImpl(base); // a clear error for anything else
+  self_iv = at::empty({extent(base)}, base.options().device(c10::kMeta))
+                .as_strided(base.sizes(), base.strides(), base.storage_offset());
+  op.callBoxed(stack);
+  for (size_t i = stack->size() - op.schema().returns().size();
+       i < stack->size();
+       ++i) {
+    auto& out = (*stack)[i];
+    if (out.isTensor()) {
+      out = viewOf(base, out.toTensor());
+    } else if (out.isTensorList()) {
+      std::vector<at::Tensor> views;
+      for (const auto& m : out.toTensorVector()) {
+        views.push_back(viewOf(base, m));
+      }
+      out = views;
+    }
+  }
+}
+
+// Operators that return views of (or alias) their first argument, and whose
+// metadata their meta kernel computes. Overloads that a torch release lacks
+// are skipped.
+constexpr const char* kViewOps[] = {
+    "alias",          "as_strided",     "detach",         "diagonal",
+    "expand",         "lift_fresh",     "narrow",         "permute",
+    "select.int",     "slice.Tensor",   "split.Tensor",   "split_with_sizes",
+    "squeeze",        "squeeze.dim",    "squeeze.dims",   "t",
+    "transpose.int",  "unbind.int",     "unfold",         "unsqueeze",
+    "view",           "_unsafe_view",   "_reshape_alias", "chunk",
+};
+
+void fallbackKernel(
+    const c10::OperatorHandle& op,
+    c10::DispatchKeySet /*ks*/,
+    torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const auto n = schema.arguments().size();
+  py::gil_scoped_acquire gil;
+  TORCH_CHECK(fallback_fn != nullptr, "no fallback is installed");
+  py::list args;
+  py::dict kwargs;
+  auto inputs = torch::jit::last(*stack, n);
+  for (size_t i = 0; i < n; ++i) {
+    const auto& a = schema.arguments()[i];
+    py::object value = toPython(a, inputs[i]);
+    if (a.kwarg_only()) {
+      kwargs[py::str(a.name())] = value;
+    } else {
+      args.append(value);
+    }
+  }
+  py::object result = py::handle(fallback_fn)(
+      schema.name(), schema.overload_name(), py::tuple(args), kwargs);
+  torch::jit::drop(*stack, n);
+  const auto& returns = schema.returns();
+  if (returns.size() == 1) {
+    stack->push_back(torch::jit::toIValue(result, returns[0].type()));
+  } else {
+    for (size_t j = 0; j < returns.size(); ++j) {
+      stack->push_back(
+          torch::jit::toIValue(result[py::int_(j)], returns[j].type()));
+    }
+  }
+}
+
+} // namespace
+
+c10::ScalarType scalarTypeOf(py::handle dtype) {
+  if (THPDtype_Check(dtype.ptr())) {
+    return reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type;
+  }
+  // Keyed by the dtype object (NumPy's are singletons); keys are kept alive.
+  static std::unordered_map<PyObject*, c10::ScalarType> cache;
+  auto it = cache.find(dtype.ptr());
+  if (it != cache.end()) {
+    return it->second;
+  }
+  static const std::unordered_map<std::string, c10::ScalarType> names = {
+      {"bool", c10::kBool},         {"uint8", c10::kByte},
+      {"int8", c10::kChar},         {"int16", c10::kShort},
+      {"int32", c10::kInt},         {"int64", c10::kLong},
+      {"float16", c10::kHalf},      {"bfloat16", c10::kBFloat16},
+      {"float32", c10::kFloat},     {"float64", c10::kDouble},
+      {"complex64", c10::kComplexFloat},
+      {"complex128", c10::kComplexDouble},
+  };
+  const auto name = py::str(dtype).cast<std::string>();
+  auto found = names.find(name);
+  TORCH_CHECK_TYPE(
+      found != names.end(),
+      "expected a payload dtype such as float32, but got ",
+      name);
+  cache.emplace(dtype.inc_ref().ptr(), found->second);
+  return found->second;
+}
+
+at::Tensor wrap(
+    py::handle payload,
+    std::optional<std::vector<int64_t>> sizes,
+    std::optional<c10::ScalarType> dtype,
+    c10::DeviceIndex device_index,
+    std::optional<std::vector<int64_t>> strides) {
+  std::vector<int64_t> s =
+      sizes ? std::move(*sizes) : toInts(payload.attr("shape"), "payload.shape");
+  for (const auto size : s) {
+    TORCH_CHECK_VALUE(
+        size >= 0, "expected non-negative sizes, but got ", c10::IntArrayRef(s));
+  }
+  const auto st = dtype ? *dtype : scalarTypeOf(payload.attr("dtype"));
+  std::vector<int64_t> st_strides =
+      strides ? std::move(*strides) : payloadStrides(payload, s, st);
+  TORCH_CHECK_VALUE(
+      st_strides.size() == s.size(),
+      "expected one stride per dimension (",
+      s.size(),
+      "), but got ",
+      st_strides.size());
+  auto slot = c10::make_intrusive<PayloadSlot>();
+  slot->bind(payload, s, st_strides);
+  return makePayloadTensor(std::move(slot), st, device_index, s, st_strides, 0);
+}
+
+void rebind(const at::Tensor& tensor, py::handle result) {
+  auto& impl = payloadImpl(tensor);
+  TORCH_CHECK(
+      impl.isWholePayload(),
+      "a kernel returned a new payload for a view of a tensor on ",
+      c10::get_privateuse1_backend(),
+      "; in-place kernels must write into the payload they are given when "
+      "it is a view");
+  const auto dtype = scalarTypeOf(result.attr("dtype"));
+  TORCH_CHECK(
+      dtype == tensor.scalar_type(),
+      "expected the kernel to return a ",
+      tensor.scalar_type(),
+      " payload for the tensor it mutates, but got ",
+      dtype);
+  auto sizes = toInts(result.attr("shape"), "payload.shape");
+  auto strides = payloadStrides(result, sizes, dtype);
+  impl.slot()->bind(result, sizes, strides);
+  impl.set_sizes_and_strides(sizes, strides, 0);
+}
+
+py::object materialize(const at::Tensor& tensor) {
+  auto& impl = payloadImpl(tensor);
+  const auto& slot = *impl.slot();
+  TORCH_CHECK(
+      slot.object.has_value(),
+      "a tensor on ",
+      tensor.device(),
+      " has no payload: it was made by create_empty_tensor() and never given "
+      "one (set_payload)");
+  if (impl.isWholePayload()) {
+    return slot.get();
+  }
+  TORCH_CHECK(
+      view_fn != nullptr,
+      "the ",
+      c10::get_privateuse1_backend(),
+      " backend has no as_strided function, so views of its tensors cannot "
+      "be given to its kernels; register one with "
+      "torch_acc.library.impl_payload(as_strided=...)");
+  return py::handle(view_fn)(
+      slot.get(),
+      py::tuple(py::cast(tensor.sizes().vec())),
+      py::tuple(py::cast(tensor.strides().vec())),
+      tensor.storage_offset());
+}
+
+void setViewFunction(py::object fn) {
+  TORCH_CHECK(view_fn == nullptr, "as_strided is already set for this backend");
+  view_fn = fn.release().ptr();
+}
+
+void registerKernel(const std::string& name, py::object fn) {
+  const auto qualified =
+      name.rfind("aten::", 0) == 0 ? name : std::string("aten::") + name;
+  const auto dot = qualified.find('.');
+  const auto op_name = qualified.substr(0, dot);
+  const auto overload = dot == std::string::npos ? "" : qualified.substr(dot + 1);
+  const auto handle =
+      c10::Dispatcher::singleton().findSchema({op_name, overload});
+  TORCH_CHECK_VALUE(
+      handle.has_value(),
+      "expected the name of an aten operator overload such as 'add.Tensor', "
+      "but got '",
+      name,
+      "'");
+  newLibrary().impl(
+      qualified.c_str(),
+      torch::CppFunction::makeFromBoxedFunctor(
+          std::make_unique<PythonKernel>(std::move(fn), handle->schema())));
+}
+
+void registerViewKernels() {
+  static bool done = false;
+  if (done) {
+    return;
+  }
+  done = true;
+  auto& lib = newLibrary();
+  for (const char* name : kViewOps) {
+    const std::string qualified = std::string("aten::") + name;
+    const auto dot = qualified.find('.');
+    const auto op_name = qualified.substr(0, dot);
+    const auto overload =
+        dot == std::string::npos ? "" : qualified.substr(dot + 1);
+    if (c10::Dispatcher::singleton().findSchema({op_name, overload})) {
+      lib.impl(
+          qualified.c_str(),
+          torch::CppFunction::makeFromBoxedFunction<&viewKernel>());
+    }
+  }
+}
+
+void setFallback(py::object fn) {
+  TORCH_CHECK(fallback_fn == nullptr, "the fallback is already installed");
+  fallback_fn = fn.release().ptr();
+  libraries().push_back(std::make_unique<torch::Library>(
+      torch::Library::IMPL,
+      "_",
+      std::optional<c10::DispatchKey>(c10::DispatchKey::PrivateUse1),
+      __FILE__,
+      __LINE__));
+  libraries().back()->fallback(
+      torch::CppFunction::makeFromBoxedFunction<&fallbackKernel>());
+}
+
+} // namespace torch::acc

@@ -1,0 +1,142 @@
+# Owner(s): ["module: PrivateUse1"]
+"""Payload tensors: wrap/payload round trips, dtypes, storage errors, lifetime."""
+
+import gc
+import subprocess
+import sys
+import textwrap
+import weakref
+
+import numpy as np
+import torch
+from torch.testing._internal.common_utils import run_tests, TestCase
+
+from torch_acc import _C
+from torch_acc.backends import numpy as npy_backend
+from torch_acc.payload import payload, wrap
+
+npy_backend.setup()
+
+
+class Payload:
+    """A payload that is not an array: any Python object with shape and dtype."""
+
+    def __init__(self, shape, dtype):
+        self.shape = shape
+        self.dtype = dtype
+
+
+class TestWrap(TestCase):
+    def test_round_trip_plain_tensor(self):
+        arr = np.arange(6, dtype=np.float32).reshape(2, 3)
+        t = wrap(arr)
+        self.assertIs(type(t), torch.Tensor)
+        self.assertEqual(t.device, torch.device("npy:0"))
+        self.assertEqual(t.shape, (2, 3))
+        self.assertEqual(t.stride(), (3, 1))
+        self.assertEqual(t.storage_offset(), 0)
+        self.assertIs(payload(t), arr)
+        self.assertEqual(t.cpu(), torch.from_numpy(arr))
+
+    def test_dtypes(self):
+        for np_dtype, dtype in [
+            (np.bool_, torch.bool),
+            (np.uint8, torch.uint8),
+            (np.int64, torch.int64),
+            (np.float16, torch.float16),
+            (np.float64, torch.float64),
+            (np.complex64, torch.complex64),
+        ]:
+            with self.subTest(dtype=dtype):
+                arr = (np.arange(4) % 2).astype(np_dtype)
+                t = wrap(arr)
+                self.assertEqual(t.dtype, dtype)
+                self.assertEqual(t.cpu(), torch.from_numpy(arr))
+
+    def test_strides_from_payload(self):
+        arr = np.arange(6, dtype=np.float32).reshape(2, 3).T
+        t = wrap(arr)
+        self.assertEqual(t.shape, (3, 2))
+        self.assertEqual(t.stride(), (1, 3))
+        self.assertEqual(t.cpu(), torch.from_numpy(np.ascontiguousarray(arr)))
+
+    def test_explicit_metadata_and_any_object(self):
+        p = Payload((2, 2), "float32")
+        t = wrap(p, device="npy:0")
+        self.assertIs(payload(t), p)
+        self.assertEqual(t.dtype, torch.float32)
+        t2 = wrap(object(), shape=(3,), dtype=torch.int64, strides=(1,))
+        self.assertEqual((t2.shape, t2.dtype), ((3,), torch.int64))
+
+    def test_bad_input(self):
+        with self.assertRaisesRegex(TypeError, "expected a payload dtype such as float32"):
+            wrap(Payload((2,), "strange"))
+        with self.assertRaisesRegex(ValueError, "expected non-negative sizes"):
+            wrap(object(), shape=(-1,), dtype=torch.float32)
+        with self.assertRaisesRegex(ValueError, "expected one stride per dimension"):
+            wrap(object(), shape=(2, 2), dtype=torch.float32, strides=(1,))
+        with self.assertRaisesRegex(ValueError, r"expected a device index in \[0, 1\)"):
+            wrap(np.ones(2), device="npy:3")
+        with self.assertRaisesRegex(ValueError, "expected a npy device"):
+            wrap(np.ones(2), device="cpu")
+        with self.assertRaisesRegex(TypeError, "expected a tensor made by|expected a payload"):
+            payload(torch.ones(2))
+
+    def test_storage_access_raises(self):
+        t = wrap(np.ones((2, 2), np.float32))
+        msg = "tensors on npy have no storage.*Use .cpu()"
+        with self.assertRaisesRegex(RuntimeError, msg):
+            t.data_ptr()
+        with self.assertRaisesRegex(RuntimeError, msg):
+            t.untyped_storage()
+        # torch's own check, as for CUDA tensors: it names the device and suggests .cpu().
+        with self.assertRaisesRegex(TypeError, "npy:0 device type tensor to numpy.*cpu()"):
+            t.numpy()
+
+
+class TestLifetime(TestCase):
+    def test_payload_released_with_last_tensor(self):
+        class Arr(np.ndarray):
+            pass
+
+        arr = np.ones((2, 2), np.float32).view(Arr)
+        ref = weakref.ref(arr)
+        t = wrap(arr)
+        view = t[0]
+        detached = t.detach()
+        del arr
+        gc.collect()
+        self.assertIsNotNone(ref())
+        del t, detached
+        gc.collect()
+        self.assertIsNotNone(ref())  # the view still holds it
+        del view
+        gc.collect()
+        self.assertIsNone(ref())
+
+    def test_shutdown_with_live_tensors(self):
+        code = textwrap.dedent(
+            """
+            import numpy as np, torch
+            from torch_acc.backends import numpy as npy_backend
+            from torch_acc.payload import wrap
+            npy_backend.setup()
+            keep = [wrap(np.ones(3, np.float32)) for _ in range(100)]
+            keep.append(torch.ones(2, device="npy").requires_grad_() * 2)
+            print("ok")
+            """
+        )
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stdout.strip(), "ok")
+
+    def test_set_payload_is_shared_with_detached_copies(self):
+        t = _C.create_empty_tensor((2,), torch.float32)
+        self.assertIsNone(payload(t))
+        d = t.detach()
+        _C.set_payload(t, np.array([1.0, 2.0], np.float32))
+        self.assertEqual(d.cpu(), torch.tensor([1.0, 2.0]))
+
+
+if __name__ == "__main__":
+    run_tests()

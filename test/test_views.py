@@ -1,0 +1,96 @@
+# Owner(s): ["module: PrivateUse1"]
+"""View operators on payload tensors: same values and metadata as CPU, writes shared."""
+
+import torch
+from torch.testing._internal.common_utils import run_tests, TestCase
+
+from torch_acc.backends import numpy as npy_backend
+
+npy_backend.setup()
+
+VIEWS = {
+    "view": lambda t: t.view(4, 6),
+    "t": lambda t: t[0].t(),
+    "transpose": lambda t: t.transpose(0, 2),
+    "permute": lambda t: t.permute(2, 0, 1),
+    "slice": lambda t: t[:, 1:3, ::2],
+    "select": lambda t: t[1],
+    "select_last_dim": lambda t: t[..., 2],
+    "expand": lambda t: t[:, :1].expand(2, 5, 4),
+    "as_strided": lambda t: t.as_strided((3, 2), (4, 5), 2),
+    "unsqueeze": lambda t: t.unsqueeze(1),
+    "squeeze": lambda t: t[:, :1].squeeze(1),
+    "diagonal": lambda t: t.diagonal(0, 1, 2),
+    "view_of_view": lambda t: t.transpose(1, 2)[1:, 2:].unsqueeze(0),
+    "unfold": lambda t: t.unfold(2, 2, 1),
+    "narrow": lambda t: t.narrow(1, 1, 2),
+}
+
+
+def _base():
+    return torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)
+
+
+class TestViews(TestCase):
+    def test_metadata_and_values(self):
+        for name, fn in VIEWS.items():
+            with self.subTest(view=name):
+                cpu = fn(_base())
+                dev = fn(_base().to("npy"))
+                self.assertIs(type(dev), torch.Tensor)
+                self.assertEqual(dev.shape, cpu.shape)
+                self.assertEqual(dev.stride(), cpu.stride())
+                self.assertEqual(dev.storage_offset(), cpu.storage_offset())
+                self.assertTrue(dev._is_view())
+                self.assertEqual(dev.cpu(), cpu)
+
+    def test_multi_output_views(self):
+        base = _base()
+        for name, fn in {
+            "split": lambda t: t.split(1, dim=1),
+            "unbind": lambda t: t.unbind(2),
+            "chunk": lambda t: t.chunk(2, dim=2),
+        }.items():
+            with self.subTest(view=name):
+                for cpu, dev in zip(fn(base), fn(base.to("npy")), strict=True):
+                    self.assertEqual(dev.stride(), cpu.stride())
+                    self.assertEqual(dev.storage_offset(), cpu.storage_offset())
+                    self.assertEqual(dev.cpu(), cpu)
+
+    def test_write_through_view_shows_in_base(self):
+        for name, fn in VIEWS.items():
+            if name in ("expand", "unfold"):
+                continue  # overlapping elements: in-place writes are not defined on CPU either
+            with self.subTest(view=name):
+                cpu_base, dev_base = _base(), _base().to("npy")
+                fn(cpu_base).mul_(10)
+                fn(dev_base).mul_(10)
+                self.assertEqual(dev_base.cpu(), cpu_base)
+
+    def test_write_to_base_shows_in_view(self):
+        dev_base = _base().to("npy")
+        view = dev_base.transpose(0, 2)[1]
+        dev_base.add_(1)
+        self.assertEqual(view.cpu(), (_base() + 1).transpose(0, 2)[1])
+        dev_base.zero_()
+        self.assertEqual(view.cpu(), torch.zeros(3, 2))
+
+    def test_ops_on_views(self):
+        cpu = _base()
+        dev = cpu.to("npy")
+        self.assertEqual((dev.transpose(1, 2) + 1).cpu(), cpu.transpose(1, 2) + 1)
+        self.assertEqual((dev[0] @ dev[1].t()).cpu(), cpu[0] @ cpu[1].t())
+        self.assertEqual(dev[:, 1].sum(1).cpu(), cpu[:, 1].sum(1))
+
+    def test_reshape_and_contiguous(self):
+        cpu = _base().transpose(0, 2)
+        dev = _base().to("npy").transpose(0, 2)
+        self.assertEqual(dev.reshape(-1).cpu(), cpu.reshape(-1))
+        c = dev.contiguous()
+        self.assertTrue(c.is_contiguous())
+        self.assertEqual(c.stride(), cpu.contiguous().stride())
+        self.assertEqual(c.cpu(), cpu)
+
+
+if __name__ == "__main__":
+    run_tests()

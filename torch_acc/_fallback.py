@@ -1,0 +1,139 @@
+r"""The PrivateUse1 fallback: what runs for an operator the backend has no kernel for.
+
+In order: in-place and ``out=`` overloads from the functional overload's kernel;
+``_local_scalar_dense`` (``.item()``) through the CPU; then ``torch._decomp``
+decompositions (the core ATen table and the standard ones) down to operators the backend
+has. Only when none applies does it raise a :class:`MissingKernelError` that names the
+operator, the backend, the operators a decomposition needed that are missing, and how to
+register a kernel.
+"""
+
+import functools
+import threading
+
+import torch
+
+from torch_acc import _C, library
+
+__all__ = ["MissingKernelError", "fallback"]
+
+
+class MissingKernelError(NotImplementedError):
+    """An operator has no kernel for the backend and nothing to fall back to."""
+
+    def __init__(self, message: str, missing: tuple[str, ...]):
+        super().__init__(message)
+        self.missing = missing
+
+
+_active = threading.local()
+
+
+@functools.cache
+def _decompositions() -> dict:
+    import torch._decomp
+
+    table = dict(torch._decomp.decomposition_table)
+    table.update(torch._decomp.core_aten_decompositions())
+    return table
+
+
+def _overload(name: str, overload: str):
+    packet = getattr(torch.ops.aten, name.split("::", 1)[-1])
+    return getattr(packet, overload or "default")
+
+
+def _functional_of(op):
+    """The functional overload matching an in-place or ``out=`` one, or None."""
+    schema = op._schema
+    name = schema.name.split("::", 1)[-1]
+    inplace = name.endswith("_") and not name.endswith("__")
+    outs = [a for a in schema.arguments if a.is_out]
+    if not inplace and not outs:
+        return None
+    base = getattr(torch.ops.aten, name[:-1] if inplace else name, None)
+    if base is None:
+        return None
+    wanted = [a.name for a in schema.arguments if not a.is_out]
+    for overload in base.overloads():
+        candidate = getattr(base, overload)
+        cs = candidate._schema
+        if cs.is_mutable or any(a.is_out for a in cs.arguments):
+            continue
+        if [a.name for a in cs.arguments] == wanted:
+            return candidate
+    return None
+
+
+def _message(op, backend: str, missing: tuple[str, ...]) -> str:
+    name = str(op).removeprefix("aten.")
+    text = f"{op} has no kernel for the {backend} backend"
+    if missing:
+        text += f", and its decomposition needs {', '.join(missing)}, which have none"
+    else:
+        text += " and no decomposition"
+    return (
+        text + f". Register a kernel with {library.__name__}.impl('{name}', fn) "
+        f"(payloads) or torch.library.impl('aten::{name}', 'privateuseone') (tensors)."
+    )
+
+
+def _special(op, args, kwargs):
+    """Operators every payload backend gets from its payload functions; None if not one."""
+    aten = torch.ops.aten
+    if op is aten.copy_.default:
+        self, src = args[0], args[1]
+        return aten._copy_from(src, self, kwargs.get("non_blocking", False))
+    if op is aten._local_scalar_dense.default:
+        return args[0].cpu().item()
+    if op is aten.resize_.default:
+        self, size = args[0], list(args[1])
+        if list(self.shape) != size:
+            fresh = torch.empty(size, dtype=self.dtype, device=self.device)
+            _C.rebind(self, _C.payload(fresh))
+        return self
+    return None
+
+
+def fallback(name: str, overload: str, args: tuple, kwargs: dict):
+    """Called by the C++ fallback with the operator's name and its (tensor) arguments."""
+    op = _overload(name, overload)
+    backend = torch._C._get_privateuse1_backend_name()
+    active = getattr(_active, "ops", None)
+    if active is None:
+        active = _active.ops = set()
+    if op in active:
+        raise MissingKernelError(_message(op, backend, ()), (str(op),))
+    active.add(op)
+    try:
+        return _fall_back(op, backend, args, kwargs)
+    finally:
+        active.discard(op)
+
+
+def _fall_back(op, backend: str, args: tuple, kwargs: dict):
+    special = _special(op, args, kwargs)
+    if special is not None:
+        return special
+    functional = _functional_of(op)
+    if functional is not None:
+        outs = {a.name: kwargs.pop(a.name) for a in op._schema.arguments if a.is_out}
+        result = functional(*args, **kwargs)
+        if not outs:
+            args[0].copy_(result)
+            return args[0]
+        results = result if isinstance(result, tuple) else (result,)
+        for out, value in zip(outs.values(), results, strict=True):
+            if out.shape != value.shape:
+                out.resize_(value.shape)
+            out.copy_(value)
+        values = tuple(outs.values())
+        return values[0] if len(values) == 1 else values
+    decomposition = _decompositions().get(op)
+    if decomposition is None:
+        raise MissingKernelError(_message(op, backend, ()), (str(op),))
+    try:
+        return decomposition(*args, **kwargs)
+    except MissingKernelError as e:
+        missing = tuple(dict.fromkeys(m for m in e.missing if m != str(op)))
+        raise MissingKernelError(_message(op, backend, missing), missing) from e
