@@ -54,15 +54,33 @@ def _functional_of(op):
     base = getattr(torch.ops.aten, name[:-1] if inplace else name, None)
     if base is None:
         return None
-    wanted = [a.name for a in schema.arguments if not a.is_out]
+    wanted = [(a.name, str(a.type)) for a in schema.arguments if not a.is_out]
     for overload in base.overloads():
         candidate = getattr(base, overload)
         cs = candidate._schema
         if cs.is_mutable or any(a.is_out for a in cs.arguments):
             continue
-        if [a.name for a in cs.arguments] == wanted:
+        if [(a.name, str(a.type)) for a in cs.arguments] == wanted:
             return candidate
     return None
+
+
+def _has_kernel(op) -> bool:
+    return torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "PrivateUse1")
+
+
+def _into(op, args: tuple, kwargs: dict, result):
+    """Write a functional result into the in-place argument or the out= arguments of ``op``."""
+    outs = [kwargs[a.name] for a in op._schema.arguments if a.is_out]
+    if not outs:
+        args[0].copy_(result)
+        return args[0]
+    results = result if isinstance(result, tuple) else (result,)
+    for out, value in zip(outs, results, strict=True):
+        if out.shape != value.shape:
+            out.resize_(value.shape)
+        out.copy_(value)
+    return outs[0] if len(outs) == 1 else tuple(outs)
 
 
 def _message(op, backend: str, missing: tuple[str, ...]) -> str:
@@ -116,24 +134,17 @@ def _fall_back(op, backend: str, args: tuple, kwargs: dict):
     if special is not None:
         return special
     functional = _functional_of(op)
-    if functional is not None:
-        outs = {a.name: kwargs.pop(a.name) for a in op._schema.arguments if a.is_out}
-        result = functional(*args, **kwargs)
-        if not outs:
-            args[0].copy_(result)
-            return args[0]
-        results = result if isinstance(result, tuple) else (result,)
-        for out, value in zip(outs.values(), results, strict=True):
-            if out.shape != value.shape:
-                out.resize_(value.shape)
-            out.copy_(value)
-        values = tuple(outs.values())
-        return values[0] if len(values) == 1 else values
-    decomposition = _decompositions().get(op)
-    if decomposition is None:
-        raise MissingKernelError(_message(op, backend, ()), (str(op),))
+    out_names = {a.name for a in op._schema.arguments if a.is_out}
+    functional_kwargs = {k: v for k, v in kwargs.items() if k not in out_names}
+    if functional is not None and _has_kernel(functional):
+        return _into(op, args, kwargs, functional(*args, **functional_kwargs))
+    table = _decompositions()
     try:
-        return decomposition(*args, **kwargs)
+        if op in table:
+            return table[op](*args, **kwargs)
+        if functional is not None and functional in table:
+            return _into(op, args, kwargs, table[functional](*args, **functional_kwargs))
     except MissingKernelError as e:
         missing = tuple(dict.fromkeys(m for m in e.missing if m != str(op)))
         raise MissingKernelError(_message(op, backend, missing), missing) from e
+    raise MissingKernelError(_message(op, backend, ()), (str(op),))

@@ -1,9 +1,9 @@
 r"""The reference backend: device ``"npy"``, whose device data are NumPy arrays.
 
 Tensors on ``npy`` are plain ``torch.Tensor`` objects whose payload is a NumPy array; the
-kernels below take and return arrays (see :mod:`torch_acc.library`). Views share their
-base's array, so writes through a view show in the base. Operators without a kernel here run
-through PyTorch's decompositions.
+kernels below take and return arrays (registered through the library module). Views share
+their base's array, so writes through a view show in the base. Operators without a kernel
+here run through PyTorch's decompositions.
 
 Example::
 
@@ -181,6 +181,10 @@ def _zero(self):
     return self
 
 
+def _arange_out(start, end, step=1, *, out):
+    return np.arange(start, end, step, dtype=out.dtype)
+
+
 def _threshold_backward(grad, self, threshold):
     return np.where(self <= threshold, np.zeros((), grad.dtype), grad)
 
@@ -188,6 +192,7 @@ def _threshold_backward(grad, self, threshold):
 _KERNELS = {
     "empty.memory_format": _empty,
     "empty_strided": _empty_strided,
+    "arange.start_out": _arange_out,
     "add.Tensor": _add,
     "add_.Tensor": _inplace(_add),
     "sub.Tensor": _sub,

@@ -1,0 +1,94 @@
+# Owner(s): ["module: PrivateUse1"]
+"""The kernel bridge: payload kernels, argument conversion, results, tensor-level kernels."""
+
+import numpy as np
+import torch
+from torch.testing._internal.common_utils import run_tests, TestCase
+
+from torch_acc import library
+from torch_acc.backends import numpy as npy_backend
+from torch_acc.payload import payload, wrap
+
+npy_backend.setup()
+
+SEEN = []
+
+
+@library.impl("aten::addcmul")
+def _addcmul(self, tensor1, tensor2, *, value=1):
+    SEEN.append((type(self), type(tensor1), value))
+    return self + value * tensor1 * tensor2
+
+
+@torch.library.impl("aten::frac", "privateuseone")
+def _frac(t):
+    # A tensor-level kernel (the seed PR's style) beside payload kernels.
+    return wrap(np.modf(payload(t))[0])
+
+
+class TestBridge(TestCase):
+    def setUp(self):
+        SEEN.clear()
+
+    def test_kernels_get_payloads_and_python_values(self):
+        a, b, c = (torch.randn(3) for _ in range(3))
+        out = torch.addcmul(a.to("npy"), b.to("npy"), c.to("npy"), value=0.5)
+        self.assertEqual(SEEN, [(np.ndarray, np.ndarray, 0.5)])
+        self.assertIs(type(out), torch.Tensor)
+        self.assertEqual(out.cpu(), torch.addcmul(a, b, c, value=0.5))
+
+    def test_cpu_scalars_become_python_numbers(self):
+        t = torch.ones(2, device="npy")
+        self.assertEqual((t * 3).cpu(), torch.full((2,), 3.0))
+        self.assertEqual((t + torch.tensor(2.5)).cpu(), torch.full((2,), 3.5))
+
+    def test_results_keep_device_index_and_dtype(self):
+        t = torch.arange(4, device="npy")
+        self.assertEqual(t.dtype, torch.int64)
+        r = t * 2
+        self.assertEqual((r.dtype, r.device), (torch.int64, torch.device("npy:0")))
+        self.assertEqual((t / 2).dtype, torch.float32)
+        self.assertEqual((t + 1.5).dtype, torch.float32)
+        # A 0-dim float64 operand does not promote a float32 tensor, as on CPU.
+        ones = torch.ones(2, dtype=torch.float32, device="npy")
+        self.assertEqual((ones + torch.tensor(1.0, dtype=torch.float64)).dtype, torch.float32)
+
+    def test_factory_kernels(self):
+        e = torch.empty(2, 3, device="npy", dtype=torch.float64)
+        self.assertEqual((e.shape, e.dtype), ((2, 3), torch.float64))
+        z = torch.zeros(2, 2, device="npy")
+        self.assertEqual(z.cpu(), torch.zeros(2, 2))
+        f = torch.full((3,), 7, device="npy")
+        self.assertEqual(f.cpu(), torch.full((3,), 7))
+        s = torch.empty_strided((2, 3), (1, 2), device="npy")
+        self.assertEqual(s.stride(), (1, 2))
+
+    def test_tensor_level_kernels_side_by_side(self):
+        t = torch.tensor([1.25, -2.5], device="npy")
+        self.assertEqual(torch.frac(t).cpu(), torch.tensor([0.25, -0.5]))
+
+    def test_autograd_through_payload_kernels(self):
+        a_cpu = torch.randn(3, 3)
+        a = a_cpu.to("npy").requires_grad_()
+        (a.exp() * a).relu().sum().backward()
+        ac = a_cpu.clone().requires_grad_()
+        (ac.exp() * ac).relu().sum().backward()
+        self.assertEqual(a.grad.cpu(), ac.grad)
+
+    def test_item_and_printing(self):
+        t = torch.tensor([[1.0, 2.0], [3.0, 4.5]], device="npy")
+        self.assertEqual(t.sum().item(), 10.5)
+        self.assertExpectedInline(
+            repr(t),
+            """\
+tensor([[1.0000, 2.0000],
+        [3.0000, 4.5000]], device='npy:0')""",
+        )
+
+    def test_registering_unknown_operator(self):
+        with self.assertRaisesRegex(ValueError, "expected the name of an aten operator overload"):
+            library.impl("aten::no_such_op", lambda x: x)
+
+
+if __name__ == "__main__":
+    run_tests()

@@ -1,0 +1,59 @@
+# Owner(s): ["module: PrivateUse1"]
+"""Operators without a kernel run through torch._decomp; otherwise a clear error."""
+
+import torch
+from torch.testing._internal.common_utils import run_tests, TestCase
+
+from torch_acc._fallback import MissingKernelError
+from torch_acc.backends import numpy as npy_backend
+
+npy_backend.setup()
+
+
+class TestDecompositions(TestCase):
+    def test_decomposed_operators_match_cpu(self):
+        x = torch.randn(3, 4)
+        cases = {
+            "addmm": lambda t: torch.addmm(t[0, :2], t[:, :2].t() @ t[:, :2], t[:2, :2]),
+            "silu": torch.nn.functional.silu,
+            "sigmoid": torch.sigmoid,
+            "rsub": lambda t: 2 - t,
+            "square": lambda t: t.square(),
+            "linear": lambda t: torch.nn.functional.linear(t, t[:2], t[0, :2]),
+            "mse_loss": lambda t: torch.nn.functional.mse_loss(t, t * 2),
+            "softplus_like": lambda t: (t.exp() + 1).log(),
+            "mean": lambda t: t.mean(),
+        }
+        for name, fn in cases.items():
+            with self.subTest(op=name):
+                self.assertEqual(fn(x.to("npy")).cpu(), fn(x), atol=1e-5, rtol=1e-5)
+
+    def test_backward_through_decompositions(self):
+        x = torch.randn(4, 3)
+        w = torch.randn(2, 3)
+        xd = x.to("npy")
+        wd = w.to("npy").requires_grad_()
+        torch.nn.functional.linear(xd, wd).relu().mean().backward()
+        wc = w.clone().requires_grad_()
+        torch.nn.functional.linear(x, wc).relu().mean().backward()
+        self.assertEqual(wd.grad.cpu(), wc.grad, atol=1e-6, rtol=1e-5)
+
+    def test_no_kernel_no_decomposition(self):
+        t = torch.ones(3, device="npy")
+        with self.assertRaises(MissingKernelError) as ctx:
+            torch.special.bessel_j0(t)
+        msg = str(ctx.exception)
+        self.assertIn("aten.special_bessel_j0", msg)
+        self.assertIn("npy backend", msg)
+        self.assertIn("torch_acc.library.impl(", msg)
+        self.assertIsInstance(ctx.exception, NotImplementedError)
+
+    def test_structured_operator_without_kernel(self):
+        # tanh's functional kernel calls tanh.out, which the backend lacks.
+        with self.assertRaisesRegex(MissingKernelError, r"aten\.tanh\.out has no kernel for npy|"
+                                    r"aten\.tanh\.out has no kernel for the npy"):
+            torch.tanh(torch.ones(2, device="npy"))
+
+
+if __name__ == "__main__":
+    run_tests()

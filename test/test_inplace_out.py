@@ -1,0 +1,72 @@
+# Owner(s): ["module: PrivateUse1"]
+"""In-place and out= overloads: the mutated tensor's payload is rebound (and resized)."""
+
+import torch
+from torch.testing._internal.common_utils import run_tests, TestCase
+
+from torch_acc.backends import numpy as npy_backend
+from torch_acc.payload import payload
+
+npy_backend.setup()
+
+
+class TestInplaceOut(TestCase):
+    def test_inplace_kernels(self):
+        a_cpu, b_cpu = torch.randn(3, 3), torch.randn(3, 3)
+        a = a_cpu.to("npy")
+        version = a._version
+        same = a.add_(b_cpu.to("npy"), alpha=2)
+        self.assertIs(same, a)
+        self.assertGreater(a._version, version)
+        a.mul_(3).sub_(1)
+        self.assertEqual(a.cpu(), (a_cpu + 2 * b_cpu) * 3 - 1)
+
+    def test_inplace_from_functional_kernel(self):
+        a_cpu = torch.randn(4).abs() + 0.5
+        a = a_cpu.to("npy")
+        a.div_(2).exp_().log_()  # div_, exp_, log_ have no kernel: functional + copy
+        self.assertEqual(a.cpu(), (a_cpu / 2).exp().log())
+
+    def test_fill_zero_copy(self):
+        a = torch.empty(2, 3, device="npy")
+        a.fill_(4)
+        self.assertEqual(a.cpu(), torch.full((2, 3), 4.0))
+        a.zero_()
+        self.assertEqual(a.cpu(), torch.zeros(2, 3))
+        a.copy_(torch.arange(6.0).reshape(2, 3))
+        self.assertEqual(a.cpu(), torch.arange(6.0).reshape(2, 3))
+        b = torch.empty(2, 3, device="npy", dtype=torch.float64)
+        b.copy_(a)  # device to device, with dtype conversion
+        self.assertEqual(b.cpu(), torch.arange(6.0, dtype=torch.float64).reshape(2, 3))
+        self.assertIsNot(payload(b), payload(a))
+
+    def test_out_same_shape(self):
+        a, b = torch.randn(2, 2), torch.randn(2, 2)
+        out = torch.empty(2, 2, device="npy")
+        r = torch.add(a.to("npy"), b.to("npy"), out=out)
+        self.assertIs(r, out)
+        self.assertEqual(out.cpu(), a + b)
+
+    def test_out_resizes(self):
+        a, b = torch.randn(3, 4), torch.randn(4, 5)
+        out = torch.empty(0, device="npy")
+        torch.mm(a.to("npy"), b.to("npy"), out=out)
+        self.assertEqual(out.shape, (3, 5))
+        self.assertEqual(out.stride(), (5, 1))
+        self.assertEqual(out.cpu(), a @ b)
+
+    def test_arange_out_kernel(self):
+        self.assertEqual(torch.arange(2, 11, 3, device="npy").cpu(), torch.arange(2, 11, 3))
+
+    def test_inplace_through_view(self):
+        base = torch.zeros(3, 4, device="npy")
+        base[1].add_(torch.ones(4, device="npy"))
+        base[:, 2].fill_(7)
+        expected = torch.zeros(3, 4)
+        expected[1] += 1
+        expected[:, 2] = 7
+        self.assertEqual(base.cpu(), expected)
+
+
+if __name__ == "__main__":
+    run_tests()
