@@ -11,3 +11,8 @@ UPSTREAM_ACC = getattr(torch._C, "_acc", None)
 #: Whether C++ asks PrivateUse1's hooks for availability (``isAvailable()``, from 2.7; see
 #: ``csrc/acc/compat.h``). Before, only the Python device module answers ``is_available``.
 HOOKS_HAVE_AVAILABILITY = TORCH_VERSION >= (2, 7)
+
+#: Whether decompositions that reach ``torch._prims`` read ``untyped_storage()`` (the
+#: custom-op aliasing check of torch 2.6), which storage-less payload tensors refuse. Seen on
+#: 2.6, not on 2.13; the releases between are not checked.
+PRIMS_READ_STORAGE = TORCH_VERSION < (2, 13)
