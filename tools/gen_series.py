@@ -136,6 +136,31 @@ def apply_backend_registration(tree: Path) -> None:
             carry_python(tree, src_file, dst_file)
 
 
+def apply_meta_utils(tree: Path) -> None:
+    """The change ``torch_acc/_patches.py`` makes at run time, made in the source."""
+    src = "torch_acc/_patches.py"
+    text = (ROOT / src).read_text()
+    module = ast.parse(text)
+    constants = {
+        node.targets[0].id: ast.literal_eval(node.value)
+        for node in module.body
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+        and node.targets[0].id in ("META_UTILS_OLD", "META_UTILS_NEW")
+    }
+    helper = next(
+        node for node in module.body
+        if isinstance(node, ast.FunctionDef) and node.name == "untyped_storage_of"
+    )
+    helper_source = ast.get_source_segment(text, helper).replace(
+        "def untyped_storage_of(", "def _untyped_storage_of(", 1
+    )
+    helper_source = series_rules.rewrite_imports(helper_source, src)
+    path = "torch/_subclasses/meta_utils.py"
+    edit(tree, path, constants["META_UTILS_OLD"], constants["META_UTILS_NEW"])
+    target = tree / path
+    target.write_text(target.read_text().rstrip("\n") + "\n\n\n" + helper_source + "\n")
+
+
 def apply_tests(tree: Path) -> None:
     for feature in series_rules.TESTS:
         carry_python(
@@ -211,6 +236,18 @@ arrays as device data, kernels registered with torch.library.
         apply_backend_registration,
         "    python -c \"import torch; torch.utils.backend_registration."
         "setup_privateuseone_for_python_backend('npy'); print(torch.device('npy:0'))\"",
+    ),
+    Patch(
+        "[meta_utils] Describe the storage of Python-backend payload tensors",
+        """
+Payload tensors (torch._C._acc) have no storage: their device data is a Python object. Meta
+and fake conversion (MetaTensorDescriber.describe_tensor) read t.untyped_storage() to learn
+which tensors share data, which raised for them. _untyped_storage_of(t) answers for a payload
+tensor with a meta storage that stands for its payload (one per payload, as large as it), so
+views of one payload share one fake storage; every other tensor is described as before.
+""",
+        apply_meta_utils,
+        f"    python test/{series_rules.TEST_PREFIX}fake.py",
     ),
     Patch(
         "[test] Add tests for Python-defined PrivateUse1 backends",

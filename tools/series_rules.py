@@ -37,7 +37,7 @@ FILES = {
 
 #: Rule 4 (tests): ``test/test_<feature>.py`` becomes
 #: ``test/test_privateuseone_python_backend_<feature>.py``, for these features.
-TESTS = ["device", "guard", "hooks", "subclass_backend", "registration_errors"]
+TESTS = ["device", "guard", "hooks", "subclass_backend", "registration_errors", "fake"]
 TEST_PREFIX = "test_privateuseone_python_backend_"
 
 _FROM_IMPORT = re.compile(

@@ -357,7 +357,12 @@ void viewKernel(
   const auto n = op.schema().arguments().size();
   auto& self_iv = (*stack)[stack->size() - n];
   const at::Tensor base = self_iv.toTensor();
-  payloadImpl(base); // a clear error for anything else
+  if (maybePayloadImpl(base) == nullptr) {
+    // A tensor with PrivateUse1 keys but storage of its own, such as the meta
+    // tensor inside a FakeTensor: its view is computed as on meta.
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), stack);
+    return;
+  }
   self_iv = at::empty({extent(base)}, base.options().device(c10::kMeta))
                 .as_strided(base.sizes(), base.strides(), base.storage_offset());
   op.callBoxed(stack);

@@ -5,6 +5,7 @@
 #include <torch/csrc/acc/EmptyTensor.h>
 #include <torch/csrc/acc/Hooks.h>
 #include <torch/csrc/acc/PayloadTensor.h>
+#include <torch/csrc/PyInterpreter.h>
 #include <torch/csrc/utils/pybind.h>
 
 namespace torch::acc {
@@ -157,6 +158,58 @@ void initBindings(PyObject* module) {
       py::arg("payload"),
       "Binds the device data of a payload tensor (laid out as the tensor is), "
       "for it and every tensor sharing its payload.");
+
+  m.def(
+      "storage_token",
+      [](const at::Tensor& tensor) -> py::object {
+        const auto& token = payloadImpl(tensor).slot()->storage_token;
+        if (!token.has_value()) {
+          return py::none();
+        }
+        return py::reinterpret_borrow<py::object>(
+            token->ptr(getPyInterpreter()));
+      },
+      py::arg("tensor"),
+      "The object standing for the payload of `tensor` where a storage is "
+      "expected (None until set).");
+
+  m.def(
+      "set_storage_token",
+      [](const at::Tensor& tensor, const py::object& token) {
+        auto& slot = *payloadImpl(tensor).slot();
+        slot.storage_token.reset();
+        slot.storage_token.emplace(token.inc_ref().ptr(), getPyInterpreter());
+      },
+      py::arg("tensor"),
+      py::arg("token"),
+      "Sets the object standing for the payload of `tensor` where a storage "
+      "is expected.");
+
+  m.def(
+      "payload_nbytes",
+      [](const at::Tensor& tensor) {
+        const auto& slot = *payloadImpl(tensor).slot();
+        int64_t extent = 1;
+        for (size_t d = 0; d < slot.sizes.size(); ++d) {
+          if (slot.sizes[d] == 0) {
+            extent = 0;
+            break;
+          }
+          extent += (slot.sizes[d] - 1) * slot.strides[d];
+        }
+        return extent * static_cast<int64_t>(tensor.element_size());
+      },
+      py::arg("tensor"),
+      "Bytes the payload of `tensor` spans, by its own layout.");
+
+  m.def(
+      "is_payload_tensor",
+      [](const at::Tensor& tensor) {
+        auto* impl = maybePayloadImpl(tensor);
+        return impl != nullptr && !impl->has_storage();
+      },
+      py::arg("tensor"),
+      "Whether `tensor` is a storage-less payload tensor.");
 
   m.def(
       "wrap",

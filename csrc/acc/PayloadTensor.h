@@ -26,6 +26,11 @@ struct PayloadSlot final : c10::intrusive_ptr_target {
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
 
+  // A Python object that stands for this slot where PyTorch wants a storage
+  // to tell which tensors share data (meta/fake tensor conversion); made on
+  // first request.
+  std::optional<c10::SafePyObject> storage_token;
+
   // Binds `payload` (a new reference is taken) with the given layout.
   void bind(py::handle payload, c10::IntArrayRef sizes, c10::IntArrayRef strides);
   py::object get() const;
