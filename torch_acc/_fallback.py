@@ -84,9 +84,12 @@ def _into(op, args: tuple, kwargs: dict, result):
 
 
 def _message(op, backend: str, missing: tuple[str, ...]) -> str:
-    name = str(op).removeprefix("aten.")
-    text = f"{op} has no kernel for the {backend} backend"
-    if missing:
+    user = _user_name(op)
+    name = user.removeprefix("aten.")
+    text = f"{user} has no kernel for the {backend} backend"
+    if missing == (user,):
+        text += " (its decomposition comes back to it)"
+    elif missing:
         text += f", and its decomposition needs {', '.join(missing)}, which have none"
     else:
         text += " and no decomposition"
@@ -121,7 +124,7 @@ def fallback(name: str, overload: str, args: tuple, kwargs: dict):
     if active is None:
         active = _active.ops = set()
     if op in active:
-        raise MissingKernelError(_message(op, backend, ()), (str(op),))
+        raise MissingKernelError(_message(op, backend, ()), (_user_name(op),))
     active.add(op)
     try:
         return _fall_back(op, backend, args, kwargs)
@@ -145,6 +148,15 @@ def _fall_back(op, backend: str, args: tuple, kwargs: dict):
         if functional is not None and functional in table:
             return _into(op, args, kwargs, table[functional](*args, **functional_kwargs))
     except MissingKernelError as e:
-        missing = tuple(dict.fromkeys(m for m in e.missing if m != str(op)))
+        name = _user_name(op)
+        # A decomposition that comes back to its own operator needs a kernel for it.
+        missing = tuple(dict.fromkeys(m for m in e.missing if m != name)) or (name,)
         raise MissingKernelError(_message(op, backend, missing), missing) from e
-    raise MissingKernelError(_message(op, backend, ()), (str(op),))
+    raise MissingKernelError(_message(op, backend, ()), (_user_name(op),))
+
+
+def _user_name(op) -> str:
+    """The overload to name to a backend author: the functional one of an out= overload,
+    which is what gets called (a kernel for it is used before any out= variant)."""
+    functional = _functional_of(op) if any(a.is_out for a in op._schema.arguments) else None
+    return str(functional or op)
