@@ -20,6 +20,7 @@ MODULES = {
     "torch_acc._patches": "torch.utils._acc_patches",
     "torch_acc.library": "torch.utils._acc_library",
     "torch_acc.payload": "torch.utils._acc_payload",
+    "torch_acc.registry": "torch.utils._acc_registry",
     "torch_acc.backends.numpy": "torch.testing._internal.acc_numpy_backend",
 }
 
@@ -31,6 +32,7 @@ FILES = {
     "torch_acc/_patches.py": "torch/utils/_acc_patches.py",
     "torch_acc/library.py": "torch/utils/_acc_library.py",
     "torch_acc/payload.py": "torch/utils/_acc_payload.py",
+    "torch_acc/registry.py": "torch/utils/_acc_registry.py",
     "torch_acc/backends/numpy.py": "torch/testing/_internal/acc_numpy_backend.py",
     "torch_acc/_C.pyi": "torch/_C/_acc/__init__.pyi",
 }

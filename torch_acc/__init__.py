@@ -15,17 +15,34 @@ Example::
 
 import torch  # noqa: F401  (loads libtorch before the extension)
 
-from torch_acc import _C, library
+from torch_acc import (
+    _C,
+    backends,  # callable: lists the registered backends
+    library,
+)
 from torch_acc._C import DeviceGuard, PrivateUse1Hooks
 from torch_acc.backend_registration import setup_privateuseone_for_python_backend
 from torch_acc.payload import payload, wrap
+from torch_acc.registry import (
+    current_accelerator,
+    device,
+    register_backend,
+    set_current_accelerator,
+    use,
+)
 
 __all__ = [
     "DeviceGuard",
     "PrivateUse1Hooks",
+    "backends",
+    "current_accelerator",
+    "device",
     "library",
     "payload",
+    "register_backend",
+    "set_current_accelerator",
     "setup_privateuseone_for_python_backend",
+    "use",
     "wrap",
     "_C",
 ]

@@ -78,6 +78,77 @@ def print_through_cpu() -> None:
     torch._tensor_str._tensor_str = _tensor_str
 
 
+_ORIGINALS: dict[str, object] = {}
+
+
+def original(name: str):
+    """The torch function a patch replaced (``"current_accelerator"``...)."""
+    return _ORIGINALS.get(name) or getattr(torch.accelerator, name)
+
+
+def accelerator_choice() -> None:
+    """``torch.accelerator`` and ``torch.get_device_module()`` report the chosen accelerator.
+
+    Upstream, ``torch.accelerator.set_current_accelerator`` makes ``at::getAccelerator``
+    honour the choice. A stock wheel's C++ cannot be changed from Python, so only these
+    Python entry points see it: ``torch.accelerator.current_accelerator``, ``device_count``,
+    ``is_available``, and ``torch.get_device_module()`` without an argument. C++ callers of
+    ``at::getAccelerator`` (``torch.accelerator.current_device_index``, ``set_device_index``,
+    ``current_stream``, ``synchronize``, pinned memory's default device, the autograd engine)
+    still see the build's accelerator (PrivateUse1 once a Python backend is bound).
+    """
+    if _ORIGINALS:
+        return
+    from torch_acc import registry
+
+    acc = torch.accelerator
+    _ORIGINALS.update(
+        current_accelerator=acc.current_accelerator,
+        device_count=acc.device_count,
+        is_available=acc.is_available,
+        get_device_module=torch.get_device_module,
+    )
+
+    def chosen_module(choice):
+        return _ORIGINALS["get_device_module"](choice.type)
+
+    @functools.wraps(acc.current_accelerator)
+    def current_accelerator(*args, **kwargs):
+        choice = registry._choice()
+        if choice is registry._UNSET:
+            return _ORIGINALS["current_accelerator"](*args, **kwargs)
+        check_available = kwargs.get("check_available", args[0] if args else False)
+        if choice is None or (check_available and not chosen_module(choice).is_available()):
+            return None
+        return choice
+
+    @functools.wraps(acc.device_count)
+    def device_count():
+        choice = registry._choice()
+        if choice is registry._UNSET:
+            return _ORIGINALS["device_count"]()
+        return 0 if choice is None else chosen_module(choice).device_count()
+
+    @functools.wraps(acc.is_available)
+    def is_available():
+        choice = registry._choice()
+        if choice is registry._UNSET:
+            return _ORIGINALS["is_available"]()
+        return choice is not None and chosen_module(choice).is_available()
+
+    @functools.wraps(torch.get_device_module)
+    def get_device_module(device=None):
+        choice = registry._choice()
+        if device is None and choice is not registry._UNSET:
+            return torch.cpu if choice is None else chosen_module(choice)
+        return _ORIGINALS["get_device_module"](device)
+
+    acc.current_accelerator = current_accelerator
+    acc.device_count = device_count
+    acc.is_available = is_available
+    torch.get_device_module = get_device_module
+
+
 @functools.cache
 def apply() -> None:
     """Apply every patch (once per process)."""

@@ -5,6 +5,7 @@
 #include <c10/util/strides.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/DynamicTypes.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/library.h>
 
@@ -61,6 +62,10 @@ std::vector<int64_t> payloadStrides(
     py::handle payload,
     c10::IntArrayRef sizes,
     c10::ScalarType dtype) {
+  if (THPVariable_Check(payload.ptr())) {
+    // A torch.Tensor payload (a backend that keeps CPU tensors, say).
+    return THPVariable_Unpack(payload.ptr()).strides().vec();
+  }
   PyObject* attr = PyObject_GetAttrString(payload.ptr(), "strides");
   if (attr == nullptr) {
     PyErr_Clear();

@@ -17,14 +17,15 @@ Example::
 """
 
 import functools
+import sys
 
 import numpy as np
 import torch
 
-from torch_acc import library
+from torch_acc import library, registry
 from torch_acc.backend_registration import setup_privateuseone_for_python_backend
 
-__all__ = ["DEVICE", "setup"]
+__all__ = ["DEVICE", "register", "setup"]
 
 #: The device name this backend registers.
 DEVICE = "npy"
@@ -227,3 +228,8 @@ def setup() -> str:
             library.impl(name, kernel)
         _registered = True
     return DEVICE
+
+
+def register() -> None:
+    """The ``torch.backends`` entry point: record the backend, bind nothing."""
+    registry.autoload(DEVICE, sys.modules[__name__])
