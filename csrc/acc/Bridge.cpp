@@ -28,10 +28,12 @@ std::vector<std::unique_ptr<torch::Library>>& libraries() {
   return libs;
 }
 
-torch::Library& newLibrary() {
+// A PrivateUse1 IMPL library for namespace `ns` ("_" for fallbacks), alive
+// until exit like the kernels it registers.
+torch::Library& newLibrary(const char* ns = "aten") {
   libraries().push_back(std::make_unique<torch::Library>(
       torch::Library::IMPL,
-      "aten",
+      ns,
       std::optional<c10::DispatchKey>(c10::DispatchKey::PrivateUse1),
       __FILE__,
       __LINE__));
@@ -586,13 +588,7 @@ void registerViewKernels() {
 void setFallback(py::object fn) {
   TORCH_CHECK(fallback_fn == nullptr, "the fallback is already installed");
   fallback_fn = fn.release().ptr();
-  libraries().push_back(std::make_unique<torch::Library>(
-      torch::Library::IMPL,
-      "_",
-      std::optional<c10::DispatchKey>(c10::DispatchKey::PrivateUse1),
-      __FILE__,
-      __LINE__));
-  libraries().back()->fallback(
+  newLibrary("_").fallback(
       torch::CppFunction::makeFromBoxedFunction<&fallbackKernel>());
 }
 
