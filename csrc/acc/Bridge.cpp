@@ -227,6 +227,9 @@ void rebindResult(const at::Tensor& tensor, py::handle given, py::handle result)
   rebind(tensor, result);
 }
 
+// A registered Python kernel. Its function and keyword names are strong
+// references kept until exit, like the registration itself (never released,
+// so nothing touches Python at shutdown).
 class PythonKernel final : public c10::OperatorKernel {
  public:
   PythonKernel(py::object fn, const c10::FunctionSchema& schema)

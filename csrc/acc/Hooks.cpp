@@ -23,20 +23,12 @@ Hooks::Hooks(py::handle hooks)
           py::str(py::type::handle_of(hooks).attr("__qualname__"))
               .cast<std::string>()) {}
 
-bool Hooks::built() const {
-  return !py_.has(kIsBuilt) || py_.callAs<bool>(kIsBuilt, "a bool");
-}
-
-bool Hooks::available() const {
-  return !py_.has(kIsAvailable) || py_.callAs<bool>(kIsAvailable, "a bool");
-}
-
 #if TORCH_ACC_HOOKS_HAVE_AVAILABILITY
 // The interface says these never throw; a backend whose check fails is not
 // available (and says why).
 bool Hooks::isBuilt() const {
   try {
-    return built();
+    return !py_.has(kIsBuilt) || py_.callAs<bool>(kIsBuilt, "a bool");
   } catch (const std::exception& e) {
     TORCH_WARN(e.what());
     return false;
@@ -45,7 +37,7 @@ bool Hooks::isBuilt() const {
 
 bool Hooks::isAvailable() const {
   try {
-    return available();
+    return !py_.has(kIsAvailable) || py_.callAs<bool>(kIsAvailable, "a bool");
   } catch (const std::exception& e) {
     TORCH_WARN(e.what());
     return false;

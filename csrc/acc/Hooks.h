@@ -54,11 +54,6 @@ class Hooks final : public at::PrivateUse1HooksInterface {
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override;
   bool isPinnedPtr(const void* data) const override;
 
-  // Whether the backend says it is available; the hook for
-  // `torch.<backend>.is_available()` on every torch version.
-  bool available() const;
-  bool built() const;
-
  private:
   PythonMethods<kNumMethods> py_;
 };
