@@ -15,6 +15,7 @@ if [[ $TORCH_VERSION == 2.13.0 ]]; then VENV=.venv; else VENV=.venv-$TORCH_VERSI
 PY=$VENV/bin/python
 REQUIREMENTS=(
   "torch==$TORCH_VERSION" numpy pybind11 ninja cmake pytest expecttest ruff setuptools wheel
+  clang-format==23.1.5
 )
 
 log() { printf '[build.sh] %s\n' "$*" >&2; }
@@ -60,7 +61,8 @@ case "${1:-main}" in
   test)
     setup_env
     build
-    "$PY" -m ruff check torch_acc test tools setup.py
+    "$PY" -m ruff check torch_acc test tools bench setup.py
+    "$VENV/bin/clang-format" --dry-run --Werror csrc/acc/*.cpp csrc/acc/*.h csrc/standalone.cpp
     "$PY" tools/run_tests.py test
     if [[ $TORCH_VERSION == 2.13.0 ]]; then
       # The series is checked once, against its own torch 2.6.0 environment.

@@ -31,12 +31,13 @@ std::vector<std::unique_ptr<torch::Library>>& libraries() {
 // A PrivateUse1 IMPL library for namespace `ns` ("_" for fallbacks), alive
 // until exit like the kernels it registers.
 torch::Library& newLibrary(const char* ns = "aten") {
-  libraries().push_back(std::make_unique<torch::Library>(
-      torch::Library::IMPL,
-      ns,
-      std::optional<c10::DispatchKey>(c10::DispatchKey::PrivateUse1),
-      __FILE__,
-      __LINE__));
+  libraries().push_back(
+      std::make_unique<torch::Library>(
+          torch::Library::IMPL,
+          ns,
+          std::optional<c10::DispatchKey>(c10::DispatchKey::PrivateUse1),
+          __FILE__,
+          __LINE__));
   return *libraries().back();
 }
 
@@ -220,7 +221,10 @@ class Call {
 
 // A tensor argument that a kernel mutates: after the call, the payload it
 // returned for it is bound to it (in-place and out= semantics).
-void rebindResult(const at::Tensor& tensor, py::handle given, py::handle result) {
+void rebindResult(
+    const at::Tensor& tensor,
+    py::handle given,
+    py::handle result) {
   if (result.is_none() || result.is(given)) {
     return; // The kernel wrote into the payload it was given.
   }
@@ -373,8 +377,9 @@ void viewKernel(
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), stack);
     return;
   }
-  self_iv = at::empty({extent(base)}, base.options().device(c10::kMeta))
-                .as_strided(base.sizes(), base.strides(), base.storage_offset());
+  self_iv =
+      at::empty({extent(base)}, base.options().device(c10::kMeta))
+          .as_strided(base.sizes(), base.strides(), base.storage_offset());
   op.callBoxed(stack);
   for (size_t i = stack->size() - op.schema().returns().size();
        i < stack->size();
@@ -396,12 +401,12 @@ void viewKernel(
 // metadata their meta kernel computes. Overloads that a torch release lacks
 // are skipped.
 constexpr const char* kViewOps[] = {
-    "alias",          "as_strided",     "detach",         "diagonal",
-    "expand",         "lift_fresh",     "narrow",         "permute",
-    "select.int",     "slice.Tensor",   "split.Tensor",   "split_with_sizes",
-    "squeeze",        "squeeze.dim",    "squeeze.dims",   "t",
-    "transpose.int",  "unbind.int",     "unfold",         "unsqueeze",
-    "view",           "_unsafe_view",   "_reshape_alias", "chunk",
+    "alias",         "as_strided",   "detach",         "diagonal",
+    "expand",        "lift_fresh",   "narrow",         "permute",
+    "select.int",    "slice.Tensor", "split.Tensor",   "split_with_sizes",
+    "squeeze",       "squeeze.dim",  "squeeze.dims",   "t",
+    "transpose.int", "unbind.int",   "unfold",         "unsqueeze",
+    "view",          "_unsafe_view", "_reshape_alias", "chunk",
 };
 
 void fallbackKernel(
@@ -451,11 +456,16 @@ c10::ScalarType scalarTypeOf(py::handle dtype) {
     return it->second;
   }
   static const std::unordered_map<std::string, c10::ScalarType> names = {
-      {"bool", c10::kBool},         {"uint8", c10::kByte},
-      {"int8", c10::kChar},         {"int16", c10::kShort},
-      {"int32", c10::kInt},         {"int64", c10::kLong},
-      {"float16", c10::kHalf},      {"bfloat16", c10::kBFloat16},
-      {"float32", c10::kFloat},     {"float64", c10::kDouble},
+      {"bool", c10::kBool},
+      {"uint8", c10::kByte},
+      {"int8", c10::kChar},
+      {"int16", c10::kShort},
+      {"int32", c10::kInt},
+      {"int64", c10::kLong},
+      {"float16", c10::kHalf},
+      {"bfloat16", c10::kBFloat16},
+      {"float32", c10::kFloat},
+      {"float64", c10::kDouble},
       {"complex64", c10::kComplexFloat},
       {"complex128", c10::kComplexDouble},
   };
@@ -475,11 +485,14 @@ at::Tensor wrap(
     std::optional<c10::ScalarType> dtype,
     c10::DeviceIndex device_index,
     std::optional<std::vector<int64_t>> strides) {
-  std::vector<int64_t> s =
-      sizes ? std::move(*sizes) : toInts(payload.attr("shape"), "payload.shape");
+  std::vector<int64_t> s = sizes
+      ? std::move(*sizes)
+      : toInts(payload.attr("shape"), "payload.shape");
   for (const auto size : s) {
     TORCH_CHECK_VALUE(
-        size >= 0, "expected non-negative sizes, but got ", c10::IntArrayRef(s));
+        size >= 0,
+        "expected non-negative sizes, but got ",
+        c10::IntArrayRef(s));
   }
   const auto st = dtype ? *dtype : scalarTypeOf(payload.attr("dtype"));
   std::vector<int64_t> st_strides =
@@ -552,7 +565,8 @@ void registerKernel(const std::string& name, py::object fn) {
       name.rfind("aten::", 0) == 0 ? name : std::string("aten::") + name;
   const auto dot = qualified.find('.');
   const auto op_name = qualified.substr(0, dot);
-  const auto overload = dot == std::string::npos ? "" : qualified.substr(dot + 1);
+  const auto overload =
+      dot == std::string::npos ? "" : qualified.substr(dot + 1);
   const auto handle =
       c10::Dispatcher::singleton().findSchema({op_name, overload});
   TORCH_CHECK_VALUE(

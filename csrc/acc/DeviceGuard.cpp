@@ -88,8 +88,7 @@ c10::Device DeviceGuardImpl::exchangeDevice(c10::Device d) const {
 
 c10::Device DeviceGuardImpl::getDevice() const {
   if (py_.has(kGetDevice)) {
-    const auto index =
-        py_.callAs<int64_t>(kGetDevice, "an int device index");
+    const auto index = py_.callAs<int64_t>(kGetDevice, "an int device index");
     return c10::Device(kPrivateUse1, static_cast<c10::DeviceIndex>(index));
   }
   return c10::Device(kPrivateUse1, current_device);
@@ -132,8 +131,8 @@ c10::Stream DeviceGuardImpl::pythonStream(
 
 c10::Stream DeviceGuardImpl::getStream(c10::Device d) const
     TORCH_ACC_STREAM_NOEXCEPT {
-  const auto current = c10::Stream::unpack3(
-      currentStreamId(d.index()), d.index(), kPrivateUse1);
+  const auto current =
+      c10::Stream::unpack3(currentStreamId(d.index()), d.index(), kPrivateUse1);
   return py_.has(kGetStream) ? pythonStream(kGetStream, d, current) : current;
 }
 
@@ -167,8 +166,7 @@ c10::Stream DeviceGuardImpl::exchangeStream(c10::Stream s) const
   auto& id = currentStreamId(s.device_index());
   const auto old = c10::Stream::unpack3(id, s.device_index(), kPrivateUse1);
   id = s.id();
-  return py_.has(kExchangeStream) ? pythonStream(kExchangeStream, s, old)
-                                  : old;
+  return py_.has(kExchangeStream) ? pythonStream(kExchangeStream, s, old) : old;
 }
 
 void DeviceGuardImpl::destroyEvent(
@@ -212,8 +210,7 @@ void DeviceGuardImpl::record(
   py::gil_scoped_acquire gil;
   if (*event == nullptr) {
     py::object created = py_.has(kCreateEvent)
-        ? py_.call(
-              kCreateEvent, stream.device_index(), static_cast<int>(flag))
+        ? py_.call(kCreateEvent, stream.device_index(), static_cast<int>(flag))
         : py::none();
     *event = created.release().ptr();
   }
@@ -247,8 +244,7 @@ c10::DeviceIndex DeviceGuardImpl::deviceCount() const noexcept {
   try {
     const auto count = py_.callAs<int64_t>(kDeviceCount, "an int");
     TORCH_CHECK(
-        count >= 0 &&
-            count <= std::numeric_limits<c10::DeviceIndex>::max(),
+        count >= 0 && count <= std::numeric_limits<c10::DeviceIndex>::max(),
         "expected ",
         py_.owner(),
         ".device_count() to return a count in [0, ",
@@ -318,8 +314,8 @@ double DeviceGuardImpl::elapsedTime(
 }
 
 bool registerDeviceGuard(py::handle guard) {
-  auto& slot = c10::impl::device_guard_impl_registry[static_cast<size_t>(
-      kPrivateUse1)];
+  auto& slot =
+      c10::impl::device_guard_impl_registry[static_cast<size_t>(kPrivateUse1)];
   if (slot.load() != nullptr) {
     return false;
   }

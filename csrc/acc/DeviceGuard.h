@@ -90,8 +90,8 @@ class DeviceGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool isHighPriority)
       const override;
   c10::Stream getNewStream(c10::Device d, int priority) const override;
-  c10::Stream exchangeStream(c10::Stream s) const TORCH_ACC_STREAM_NOEXCEPT
-      override;
+  c10::Stream exchangeStream(c10::Stream s) const
+      TORCH_ACC_STREAM_NOEXCEPT override;
   void destroyEvent(void* event, const c10::DeviceIndex device_index)
       const noexcept override;
   void record(

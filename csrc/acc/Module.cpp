@@ -1,11 +1,11 @@
 #include <torch/csrc/acc/Module.h>
 
+#include <torch/csrc/PyInterpreter.h>
 #include <torch/csrc/acc/Bridge.h>
 #include <torch/csrc/acc/DeviceGuard.h>
 #include <torch/csrc/acc/EmptyTensor.h>
 #include <torch/csrc/acc/Hooks.h>
 #include <torch/csrc/acc/PayloadTensor.h>
-#include <torch/csrc/PyInterpreter.h>
 #include <torch/csrc/utils/pybind.h>
 
 namespace torch::acc {
@@ -53,9 +53,7 @@ void initBindings(PyObject* module) {
       "register_python_privateuseone_device_guard",
       [](py::object guard) {
         checkInstance<PythonDeviceGuard>(
-            guard,
-            "DeviceGuard",
-            "register_python_privateuseone_device_guard");
+            guard, "DeviceGuard", "register_python_privateuseone_device_guard");
         if (!registerDeviceGuard(guard)) {
           return false;
         }

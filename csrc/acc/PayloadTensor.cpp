@@ -32,11 +32,12 @@ PayloadTensorImpl::PayloadTensorImpl(
           dtype,
           device),
       slot_(std::move(slot)) {
-  release_storage_and_set_meta_custom_data_ptr_error_msg_(c10::str(
-      "tensors on ",
-      c10::get_privateuse1_backend(),
-      " have no storage: their data is a Python payload. Use .cpu() to get a "
-      "tensor with storage, or torch_acc.payload() for the payload"));
+  release_storage_and_set_meta_custom_data_ptr_error_msg_(
+      c10::str(
+          "tensors on ",
+          c10::get_privateuse1_backend(),
+          " have no storage: their data is a Python payload. Use .cpu() to get a "
+          "tensor with storage, or torch_acc.payload() for the payload"));
 }
 
 bool PayloadTensorImpl::isWholePayload() const {

@@ -32,7 +32,10 @@ struct PayloadSlot final : c10::intrusive_ptr_target {
   std::optional<c10::SafePyObject> storage_token;
 
   // Binds `payload` (a new reference is taken) with the given layout.
-  void bind(py::handle payload, c10::IntArrayRef sizes, c10::IntArrayRef strides);
+  void bind(
+      py::handle payload,
+      c10::IntArrayRef sizes,
+      c10::IntArrayRef strides);
   py::object get() const;
 };
 
@@ -63,8 +66,8 @@ class PayloadTensorImpl final : public c10::TensorImpl {
   c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
       c10::VariableVersion&& version_counter,
       bool allow_tensor_metadata_change) const override;
-  void shallow_copy_from(const c10::intrusive_ptr<c10::TensorImpl>& impl)
-      override;
+  void shallow_copy_from(
+      const c10::intrusive_ptr<c10::TensorImpl>& impl) override;
 
  private:
   const char* tensorimpl_type_name() const override;

@@ -46,16 +46,14 @@ class PythonMethods {
     try {
       return py::handle(methods_[method])(std::forward<Args>(args)...);
     } catch (py::error_already_set& e) {
-      TORCH_CHECK(
-          false, owner_, ".", names_[method], "() raised ", e.what());
+      TORCH_CHECK(false, owner_, ".", names_[method], "() raised ", e.what());
     }
   }
 
   // Converts the result of `call()`; a result of the wrong type is reported
   // with what was expected and what came back. Must hold the GIL.
   template <typename T>
-  T cast(size_t method, const py::object& result, const char* expected)
-      const {
+  T cast(size_t method, const py::object& result, const char* expected) const {
     try {
       return result.cast<T>();
     } catch (py::cast_error&) {
