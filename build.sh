@@ -44,11 +44,12 @@ build() {
   fi
 }
 
-ensure_fmt() {
-  # torch/csrc/Module.cpp includes <fmt/core.h>, which the torch wheel does not ship.
-  if ! dpkg -s libfmt-dev >/dev/null 2>&1; then
-    log "installing libfmt-dev (for the series' compile check)"
-    apt-get update -qq && apt-get install -y -qq libfmt-dev >/dev/null
+ensure_compile_deps() {
+  # For the series' compile check: torch/csrc/Module.cpp includes <fmt/core.h>, which the
+  # torch wheel does not ship, and the series' c10 test includes <gtest/gtest.h>.
+  if ! dpkg -s libfmt-dev libgtest-dev >/dev/null 2>&1; then
+    log "installing libfmt-dev and libgtest-dev (for the series' compile check)"
+    apt-get update -qq && apt-get install -y -qq libfmt-dev libgtest-dev >/dev/null
   fi
 }
 
@@ -62,11 +63,12 @@ case "${1:-main}" in
     setup_env
     build
     "$PY" -m ruff check torch_acc test tools bench setup.py
-    "$VENV/bin/clang-format" --dry-run --Werror csrc/acc/*.cpp csrc/acc/*.h csrc/standalone.cpp
+    "$VENV/bin/clang-format" --dry-run --Werror csrc/acc/*.cpp csrc/acc/*.h csrc/standalone.cpp \
+      test/cpp/*.cpp
     "$PY" tools/run_tests.py test
     if [[ $TORCH_VERSION == 2.13.0 ]]; then
       # The series is checked once, against its own torch 2.6.0 environment.
-      ensure_fmt
+      ensure_compile_deps
       "$PY" tools/check_series.py
     fi
     ;;

@@ -2,24 +2,33 @@
 """Choosing the current accelerator: what torch.accelerator and get_device_module report."""
 
 import threading
+import types
+from unittest import mock
 
 import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
-import torch_acc
-from torch_acc import registry
+from torch_acc import current_accelerator, register_backend, registry, set_current_accelerator
+from torch_acc._patches import autocast_device_type
+from torch_acc.backends import numpy as npy_backend
 
 
 class TestCurrentAccelerator(TestCase):
+    @classmethod
+    def setUpClass(cls):
+        # Registering again what the torch.backends entry point registered is harmless.
+        register_backend("npy", npy_backend)
+        register_backend("second", types.ModuleType("second"))
+
     def test_choose_backend_then_cpu(self):
-        torch_acc.set_current_accelerator("npy")
+        set_current_accelerator("npy")
         self.assertEqual(registry.backends()["npy"], True)
         self.assertEqual(torch.accelerator.current_accelerator(), torch.device("npy"))
-        self.assertEqual(torch_acc.current_accelerator(), torch.device("npy"))
+        self.assertEqual(current_accelerator(), torch.device("npy"))
         self.assertEqual(torch.accelerator.device_count(), 1)
         self.assertTrue(torch.accelerator.is_available())
         self.assertIs(torch.get_device_module(), torch.npy)
-        torch_acc.set_current_accelerator("cpu")
+        set_current_accelerator("cpu")
         self.assertIsNone(torch.accelerator.current_accelerator())
         self.assertEqual(torch.accelerator.device_count(), 0)
         self.assertFalse(torch.accelerator.is_available())
@@ -28,29 +37,29 @@ class TestCurrentAccelerator(TestCase):
         self.assertIs(torch.get_device_module("npy"), torch.npy)
         # Tensors on the backend are unaffected by the choice.
         t = torch.ones(2, device="npy")
-        torch_acc.set_current_accelerator(None)
+        set_current_accelerator(None)
         self.assertEqual((t + 1).cpu(), torch.full((2,), 2.0))
-        torch_acc.set_current_accelerator("npy")
+        set_current_accelerator("npy")
 
     def test_bad_choices(self):
         with self.assertRaisesRegex(ValueError, "unknown accelerator 'nosuch'"):
-            torch_acc.set_current_accelerator("nosuch")
+            set_current_accelerator("nosuch")
         if not torch.cuda.is_available():
             with self.assertRaisesRegex(ValueError, "cannot make cuda the current accelerator"):
-                torch_acc.set_current_accelerator("cuda")
+                set_current_accelerator("cuda")
         # A second Python backend cannot be bound next to the first on a stock wheel.
-        torch_acc.set_current_accelerator("npy")
+        set_current_accelerator("npy")
         with self.assertRaisesRegex(RuntimeError, "PrivateUse1 is bound to backend 'npy'"):
-            torch_acc.set_current_accelerator("ref")
+            set_current_accelerator("second")
 
     def test_concurrent_set_and_get(self):
-        torch_acc.set_current_accelerator("npy")
+        set_current_accelerator("npy")
         seen, errors = set(), []
         allowed = {None, torch.device("npy")}
 
         def setter():
             for i in range(2000):
-                torch_acc.set_current_accelerator("npy" if i % 2 else "cpu")
+                set_current_accelerator("npy" if i % 2 else "cpu")
 
         def getter():
             try:
@@ -68,7 +77,34 @@ class TestCurrentAccelerator(TestCase):
             t.join()
         self.assertEqual(errors, [])
         self.assertLessEqual(seen, allowed)
-        torch_acc.set_current_accelerator("npy")
+        set_current_accelerator("npy")
+
+    def test_autocast_defaults_to_the_current_accelerator(self):
+        set_current_accelerator("cpu")
+        a = torch.ones(2, 2)
+        autocast = torch.autocast(dtype=torch.bfloat16)
+        self.assertEqual(autocast.device, "cpu")
+        with autocast:
+            self.assertTrue(torch.is_autocast_enabled("cpu"))
+            self.assertEqual(torch.mm(a, a).dtype, torch.bfloat16)
+        self.assertEqual(torch.mm(a, a).dtype, torch.float32)
+        set_current_accelerator("npy")
+        self.assertEqual(autocast_device_type(None), "npy")
+        self.assertEqual(autocast_device_type("cpu"), "cpu")
+        with self.assertRaisesRegex(ValueError, "Expected `device_type` of type `str`"):
+            torch.autocast(3)
+
+    def test_torch_with_the_series_gets_the_choice_in_cpp(self):
+        # With the series' ATen change, at::getAccelerator honours the choice: it is handed to
+        # torch._C._accelerator_setCurrentAccelerator (None for none).
+        calls = []
+        with mock.patch.object(
+            torch._C, "_accelerator_setCurrentAccelerator", calls.append, create=True
+        ):
+            set_current_accelerator("cpu")
+            set_current_accelerator("npy")
+        self.assertEqual(calls, [None, torch.device("npy")])
+        self.assertEqual(current_accelerator(), torch.device("npy"))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,13 @@ from torch_acc.backend_registration import setup_privateuseone_for_python_backen
 from torch_acc.backends import numpy as npy_backend
 
 
+def _refuse(op: str):
+    def kernel(*args, **kwargs):
+        raise AssertionError(f"printing ran {op} on the device")
+
+    return kernel
+
+
 class TestBadNames(TestCase):
     # Bad names are rejected before anything global changes, so these run in any order.
     def test_invalid_names(self):
@@ -90,6 +97,25 @@ class TestDevice(TestCase):
     def test_accelerator(self):
         self.assertEqual(torch.accelerator.current_accelerator(), torch.device("npy"))
         self.assertEqual(torch.accelerator.device_count(), 1)
+
+    def test_print_through_cpu(self):
+        t = torch.tensor([[1.5, -2.0], [3.0, 4.25]]).to("npy")
+        self.assertTrue(_C.is_python_backend())
+        # Printing formats a CPU copy: the operators it runs on the values never reach the
+        # backend, which here fails each of them.
+        lib = torch.library.Library("aten", "IMPL")
+        for op in ["abs", "isfinite", "masked_select", "ne.Scalar", "reshape", "view"]:
+            lib.impl(op, _refuse(op), "PrivateUse1")
+        try:
+            text = repr(t)
+        finally:
+            lib._destroy()
+        self.assertExpectedInline(
+            text,
+            """\
+tensor([[ 1.5000, -2.0000],
+        [ 3.0000,  4.2500]], device='npy:0')""",
+        )
 
     def test_index_out_of_range(self):
         with self.assertRaisesRegex(ValueError, r"expected a device index in \[0, 1\)"):

@@ -125,7 +125,10 @@ def check_compile(tree: Path) -> None:
     include = wheel_include()
     flags = [
         "-std=c++17", "-fsyntax-only", "-fPIC", "-D_GLIBCXX_USE_CXX11_ABI=1",
-        f"-I{tree}", f"-I{include}", f"-I{include / 'torch/csrc/api/include'}",
+        # The patched tree first (c10/ at its root, ATen/ under aten/src), then the wheel's
+        # headers for what the tree lacks (generated ATen headers, third-party libraries).
+        f"-I{tree}", f"-I{tree / 'aten/src'}",
+        f"-I{include}", f"-I{include / 'torch/csrc/api/include'}",
         f"-I{include / 'kineto'}",
         f"-I{sysconfig.get_paths()['include']}",
     ]

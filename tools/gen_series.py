@@ -72,6 +72,157 @@ def carry_python(tree: Path, src: str, dst: str) -> None:
 # --- the patches ---------------------------------------------------------------------------
 
 
+_NOOP_STREAMS_OLD = """\
+  Stream getStream(Device) const noexcept override {
+    // no-op
+    return Stream(Stream::DEFAULT, Device(D, -1));
+  }
+
+  Stream getNewStream(Device, int priority = 0) const override {
+    // no-op
+    (void)priority;
+    return Stream(Stream::DEFAULT, Device(D, -1));
+  }
+
+  // NB: These do NOT set the current device
+  Stream exchangeStream(Stream) const noexcept override {
+    // no-op
+    return Stream(Stream::DEFAULT, Device(D, -1));
+  }
+"""
+_NOOP_STREAMS_NEW = """\
+  // The default stream of the device asked about, with its index: the
+  // autograd engine keeps the caller's streams per device index and compares
+  // them with the streams of the tensors' devices, so a stream of device -1
+  // for a tensor on device 0 would be looked up out of range.
+  Stream getStream(Device d) const noexcept override {
+    return Stream(Stream::DEFAULT, d);
+  }
+
+  Stream getNewStream(Device d, int priority = 0) const override {
+    (void)priority;
+    return Stream(Stream::DEFAULT, d);
+  }
+
+  // NB: These do NOT set the current device
+  Stream exchangeStream(Stream s) const noexcept override {
+    // The previous stream of s's device is its default stream: the only one.
+    return Stream(Stream::DEFAULT, s.device());
+  }
+"""
+
+
+_ACCELERATOR_DECL = """\
+TORCH_API std::optional<c10::DeviceType> getAccelerator(bool checked = false);
+"""
+_ACCELERATOR_SETTER_DECL = """
+// Makes `device_type` what getAccelerator() returns from now on, in place of
+// the accelerator this build detects: an accelerator device type, or
+// std::nullopt for none (CPU only). Thread-safe. Tensors keep their devices;
+// only code that asks for "the accelerator" sees the choice.
+TORCH_API void setCurrentAccelerator(
+    std::optional<c10::DeviceType> device_type);
+"""
+_ACCELERATOR_DEF = """\
+std::optional<c10::DeviceType> getAccelerator(bool checked) {
+"""
+_ACCELERATOR_CHOICE = """\
+namespace {
+// What setCurrentAccelerator chose: kDetect until it is first called, kNone
+// for no accelerator, else a c10::DeviceType.
+constexpr int kDetect = -2;
+constexpr int kNone = -1;
+std::atomic<int> chosen_accelerator{kDetect};
+} // namespace
+
+void setCurrentAccelerator(std::optional<c10::DeviceType> device_type) {
+  TORCH_CHECK(
+      !device_type.has_value() || isAccelerator(*device_type),
+      "expected an accelerator device type, or none, but got ",
+      *device_type);
+  chosen_accelerator.store(
+      device_type.has_value() ? static_cast<int>(*device_type) : kNone);
+}
+
+"""
+_ACCELERATOR_DETECT = """\
+  if (is_privateuse1_backend_registered()) {
+"""
+_ACCELERATOR_CHOSEN = """\
+  if (const int chosen = chosen_accelerator.load(); chosen != kDetect) {
+    TORCH_CHECK(
+        !checked || chosen != kNone,
+        "Cannot access accelerator device when none is available.");
+    if (chosen == kNone) {
+      return std::nullopt;
+    }
+    return static_cast<c10::DeviceType>(chosen);
+  }
+"""
+_ACCELERATOR_BINDING_AFTER = """\
+    return c10::Device(at::getAccelerator(true).value());
+  });
+"""
+_ACCELERATOR_BINDING = """
+  m.def(
+      "_accelerator_setCurrentAccelerator",
+      [](std::optional<c10::Device> device) {
+        at::setCurrentAccelerator(
+            device.has_value() ? std::make_optional(device->type())
+                               : std::nullopt);
+      });
+"""
+
+
+def apply_current_accelerator(tree: Path) -> None:
+    header = "aten/src/ATen/DeviceAccelerator.h"
+    edit(tree, header, _ACCELERATOR_DECL, _ACCELERATOR_DECL + _ACCELERATOR_SETTER_DECL)
+    source = "aten/src/ATen/DeviceAccelerator.cpp"
+    edit(tree, source, "#include <ATen/DeviceAccelerator.h>\n",
+         "#include <ATen/DeviceAccelerator.h>\n\n#include <atomic>\n\n")
+    edit(tree, source, _ACCELERATOR_DEF, _ACCELERATOR_CHOICE + _ACCELERATOR_DEF)
+    edit(tree, source, _ACCELERATOR_DETECT, _ACCELERATOR_CHOSEN + _ACCELERATOR_DETECT)
+    edit(tree, "torch/csrc/DeviceAccelerator.cpp", _ACCELERATOR_BINDING_AFTER,
+         _ACCELERATOR_BINDING_AFTER + _ACCELERATOR_BINDING)
+    edit(tree, "torch/_C/__init__.pyi.in",
+         "def _accelerator_getAccelerator() -> _device: ...\n",
+         "def _accelerator_getAccelerator() -> _device: ...\n"
+         "def _accelerator_setCurrentAccelerator(device: Optional[_device]) -> None: ...\n")
+
+
+def apply_accelerator_api(tree: Path) -> None:
+    """``torch.accelerator.set_current_accelerator`` and ``torch.utils.register_backend``, the
+    public names of the registry's functions (``torch/utils/_acc_registry.py``)."""
+    src = "torch_acc/registry.py"
+    module = ast.parse((ROOT / src).read_text())
+    doc = ast.get_docstring(
+        next(n for n in module.body
+             if isinstance(n, ast.FunctionDef) and n.name == "set_current_accelerator"),
+        clean=False,
+    )
+    path = "torch/accelerator/__init__.py"
+    edit(tree, path, '    "set_device_idx",  # deprecated\n',
+         '    "set_current_accelerator",\n    "set_device_idx",  # deprecated\n')
+    target = tree / path
+    target.write_text(
+        target.read_text()
+        + "\n\ndef set_current_accelerator(device: _device_t, /) -> None:\n"
+        + f'    r"""{doc}"""\n'
+        + "    from torch.utils._acc_registry import set_current_accelerator as _set\n\n"
+        + "    _set(device)\n"
+    )
+    edit(tree, "torch/utils/__init__.py",
+         "from torch.utils.backend_registration import (\n",
+         "from torch.utils._acc_registry import register_backend\n"
+         "from torch.utils.backend_registration import (\n")
+
+
+def apply_noop_guard(tree: Path) -> None:
+    edit(tree, "c10/core/impl/DeviceGuardImplInterface.h", _NOOP_STREAMS_OLD, _NOOP_STREAMS_NEW)
+    for src, dst in series_rules.CPP_TESTS.items():
+        write(tree, dst, (ROOT / src).read_text())
+
+
 def apply_acc_module(tree: Path) -> None:
     src_dir, dst_dir = series_rules.CPP_DIR
     sources = sorted((ROOT / src_dir).iterdir())
@@ -136,29 +287,59 @@ def apply_backend_registration(tree: Path) -> None:
             carry_python(tree, src_file, dst_file)
 
 
-def apply_meta_utils(tree: Path) -> None:
-    """The change ``torch_acc/_patches.py`` makes at run time, made in the source."""
+def _source_change(module: str) -> dict:
+    """The entry of ``SOURCE_CHANGES`` in ``torch_acc/_patches.py`` for ``module``, with the
+    source of its helper function (renamed ``_<helper>``, imports rewritten)."""
     src = "torch_acc/_patches.py"
     text = (ROOT / src).read_text()
-    module = ast.parse(text)
-    constants = {
-        node.targets[0].id: ast.literal_eval(node.value)
-        for node in module.body
-        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
-        and node.targets[0].id in ("META_UTILS_OLD", "META_UTILS_NEW")
-    }
+    tree = ast.parse(text)
+    changes = next(
+        ast.literal_eval(node.value) for node in tree.body
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "SOURCE_CHANGES"
+    )
+    change = next(c for c in changes if c["module"] == module)
     helper = next(
-        node for node in module.body
-        if isinstance(node, ast.FunctionDef) and node.name == "untyped_storage_of"
+        node for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name == change["helper"]
     )
-    helper_source = ast.get_source_segment(text, helper).replace(
-        "def untyped_storage_of(", "def _untyped_storage_of(", 1
+    source = ast.get_source_segment(text, helper).replace(
+        f"def {change['helper']}(", f"def _{change['helper']}(", 1
     )
-    helper_source = series_rules.rewrite_imports(helper_source, src)
-    path = "torch/_subclasses/meta_utils.py"
-    edit(tree, path, constants["META_UTILS_OLD"], constants["META_UTILS_NEW"])
-    target = tree / path
-    target.write_text(target.read_text().rstrip("\n") + "\n\n\n" + helper_source + "\n")
+    return {**change, "helper_source": series_rules.rewrite_imports(source, src)}
+
+
+def _function_span(text: str, qualname: str, where: str) -> tuple[int, int]:
+    """The line span (0-based, end exclusive) of the function ``qualname`` in ``text``."""
+    scope: list[ast.stmt] = ast.parse(text).body
+    node = None
+    for part in qualname.split("."):
+        node = next(
+            (n for n in scope if isinstance(n, ast.ClassDef | ast.FunctionDef) and n.name == part),
+            None,
+        )
+        if node is None:
+            raise RuntimeError(f"{where}: no {qualname}")
+        scope = node.body
+    return node.lineno - 1, node.end_lineno
+
+
+def source_change(module: str) -> Callable[[Path], None]:
+    """Rule 6: the change ``torch_acc/_patches.py`` makes to ``module`` at run time, made in
+    the source: each line replaced within its function, the helper appended to the module."""
+
+    def apply(tree: Path) -> None:
+        change = _source_change(module)
+        path = module.replace(".", "/") + ".py"
+        target = tree / path
+        lines = target.read_text().splitlines(keepends=True)
+        start, end = _function_span("".join(lines), change["function"], path)
+        function = "".join(lines[start:end])
+        for old, new in change["lines"]:
+            function = replace_once(function, old, new, f"{path}:{change['function']}")
+        text = "".join(lines[:start]) + function + "".join(lines[end:])
+        target.write_text(text.rstrip("\n") + "\n\n\n" + change["helper_source"] + "\n")
+
+    return apply
 
 
 def apply_tests(tree: Path) -> None:
@@ -192,6 +373,31 @@ class Patch:
 
 PATCHES = [
     Patch(
+        "[c10] Let NoOpDeviceGuardImpl streams keep their device index",
+        """
+NoOpDeviceGuardImpl<D> answered every stream query with the default stream of device -1.
+For CPU and Meta, whose tensors have no device index, that is the stream of their device.
+For a device type that has indexed devices but no streams, such as a PrivateUse1 backend
+written on NoOpDeviceGuardImpl (the original PR this series grew from did so), it is not: the
+autograd engine stashes the caller's current stream per device index and, at the end of
+backward, looks up the stream of each leaf's device by the leaf stream's device index, which
+was -1, out of range for a tensor on device 0. getStream/getNewStream/exchangeStream now
+return the default stream of the device they are given, index kept. CPU and Meta get the same
+streams as before.
+
+Events still raise: the engine records an event only when the caller's stream and a leaf's
+stream differ, and they are now equal, so no event is needed on such a device; anywhere else
+an event on a device without events is an error, as reviewers asked.
+
+torch._C._acc's DeviceGuard (next patch) implements the whole interface itself and does not
+depend on this change; it makes NoOpDeviceGuardImpl correct for the C++ backends that use it.
+""",
+        apply_noop_guard,
+        "Compile-checked here (-fsyntax-only against the v2.6.0 wheel's generated headers and\n"
+        "googletest); in a full build:\n\n"
+        "    ./build/bin/c10_NoOpDeviceGuardImpl_test",
+    ),
+    Patch(
         "[acc] Add torch._C._acc for Python-defined PrivateUse1 backends",
         """
 Adds torch/csrc/acc (namespace torch::acc), registered from torch/csrc/Module.cpp as
@@ -208,10 +414,19 @@ torch._C._acc, so that a backend written in Python can make PrivateUse1 a real d
 - register_python_privateuseone_device_guard / register_python_privateuseone_hook:
   first registration wins and returns True, a second returns False, a wrong type is a
   TypeError. Registered objects live for the process.
-- create_empty_tensor(shape, dtype, device_index=0), payload(t), set_payload(t, obj):
-  PrivateUse1 tensors whose device data is a Python object shared with their detached
-  copies, and an allocator that refuses PrivateUse1 storage bytes with a clear error
-  instead of a null dereference.
+- is_python_backend(): whether PrivateUse1's guard is one of these (printing asks it).
+- Payload tensors: create_empty_tensor(shape, dtype, device_index=0), wrap(payload, ...),
+  payload(t), set_payload(t, obj), rebind(t, obj): storage-less PrivateUse1 tensors whose
+  device data is a Python object shared with their views and detached copies, released with
+  the GIL (safely at interpreter shutdown); data_ptr()/untyped_storage() raise an error that
+  names the device and suggests .cpu(), and an allocator refuses PrivateUse1 storage bytes
+  instead of a null dereference. storage_token/set_storage_token/payload_nbytes let meta
+  conversion describe their data (a later patch).
+- The kernel bridge: register_kernel(name, fn) registers a boxed kernel that unwraps
+  payloads, calls fn with payloads and plain Python values (no Python tensor objects on the
+  way) and wraps or rebinds the results (in-place and out=); set_as_strided(fn) installs
+  metadata-only view kernels sharing the base's payload; set_fallback(fn) routes operators
+  without a kernel to Python (torch._decomp, then an error naming the operator).
 
 The same files build out of tree as the torch_acc extension (torch_acc._C carries these
 names at its top level).
@@ -248,8 +463,72 @@ which tensors share data, which raised for them. _untyped_storage_of(t) answers 
 tensor with a meta storage that stands for its payload (one per payload, as large as it), so
 views of one payload share one fake storage; every other tensor is described as before.
 """,
-        apply_meta_utils,
+        source_change("torch._subclasses.meta_utils"),
         f"    python test/{series_rules.TEST_PREFIX}fake.py",
+    ),
+    Patch(
+        "[_tensor_str] Print the tensors of Python backends through the CPU",
+        """
+Printing formats a CPU copy of xla, lazy, ipu and mtia tensors, whose printing would
+otherwise run a dozen small operators (slicing, abs, max, ne...) on the device. A Python
+backend (torch._C._acc.is_python_backend()) is in the same position, with the added risk
+that it has no kernel for some of those operators: _str_intern now copies its tensors to the
+CPU too, after the device suffix is taken, so the repr still names the device. C++
+PrivateUse1 backends print as before.
+""",
+        source_change("torch._tensor_str"),
+        f"    python test/{series_rules.TEST_PREFIX}device.py",
+    ),
+    Patch(
+        "[amp] Let torch.autocast default to the current accelerator",
+        """
+torch.autocast(device_type=None, ...) now means the current accelerator's device type (the
+one torch.accelerator reports, so the one chosen with set_current_accelerator once the
+following patches are in), or "cpu" when there is none. Code that enables mixed precision
+"on whatever accelerator this is" no longer has to spell the type out; every existing call
+passes device_type and is unchanged. Dynamo binds autocast's signature with its defaults, so
+a compiled region resolves the default the same way.
+""",
+        source_change("torch.amp.autocast_mode"),
+        f"    python test/{series_rules.TEST_PREFIX}current_accelerator.py",
+    ),
+    Patch(
+        "[ATen] Let at::getAccelerator honour an explicitly chosen accelerator",
+        """
+at::getAccelerator detects the accelerator of the build (PrivateUse1 first, whenever one is
+registered), so a process cannot say which accelerator is current: installing a testing
+backend makes it the accelerator of every library that asks. at::setCurrentAccelerator(
+device_type) makes an accelerator device type, or none (std::nullopt: CPU only), what
+getAccelerator returns from then on; getAccelerator(true) raises as before when none is
+chosen. The choice is one atomic, so concurrent set and get never tear. Its Python binding is
+torch._C._accelerator_setCurrentAccelerator(device or None); the next patch adds the public
+torch.accelerator.set_current_accelerator.
+
+Every C++ caller of getAccelerator follows the choice: torch.accelerator's functions,
+torch.Stream()/torch.Event() without a device, pinned memory's default device, and the
+autograd engine's stream stash.
+""",
+        apply_current_accelerator,
+        "Compile-checked here (-fsyntax-only against the v2.6.0 wheel's generated headers); the\n"
+        "Python side of the next patch tests the binding's use.",
+    ),
+    Patch(
+        "[accelerator] Add torch.accelerator.set_current_accelerator and "
+        "torch.utils.register_backend",
+        """
+Implements the pitch of "Allow registering multiple out-of-tree backends and setting
+current_accelerator": torch.utils.register_backend(name, module, *, setup=None) records a
+Python backend without binding a device type (any number of them, from torch.backends entry
+points too; registering never fails at import), and
+torch.accelerator.set_current_accelerator(device) chooses the current accelerator among the
+build's accelerators and the registered backends, or none ("cpu"/None). Choosing a
+registered backend binds it to PrivateUse1 first; a second Python backend on the one
+PrivateUse1 slot is a RuntimeError that names both. The choice goes to
+at::setCurrentAccelerator (previous patch). Both are thin public names over
+torch/utils/_acc_registry.py.
+""",
+        apply_accelerator_api,
+        f"    python test/{series_rules.TEST_PREFIX}current_accelerator.py",
     ),
     Patch(
         "[test] Add tests for Python-defined PrivateUse1 backends",

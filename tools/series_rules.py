@@ -22,6 +22,10 @@ MODULES = {
     "torch_acc.payload": "torch.utils._acc_payload",
     "torch_acc.registry": "torch.utils._acc_registry",
     "torch_acc.backends.numpy": "torch.testing._internal.acc_numpy_backend",
+    # Public names: in-tree, the registry's functions are torch.accelerator's and torch.utils'.
+    "torch_acc.current_accelerator": "torch.accelerator.current_accelerator",
+    "torch_acc.register_backend": "torch.utils.register_backend",
+    "torch_acc.set_current_accelerator": "torch.accelerator.set_current_accelerator",
 }
 
 #: Rule 3 (files): where each carried standalone file goes. ``backend_registration.py`` is
@@ -39,8 +43,22 @@ FILES = {
 
 #: Rule 4 (tests): ``test/test_<feature>.py`` becomes
 #: ``test/test_privateuseone_python_backend_<feature>.py``, for these features.
-TESTS = ["device", "guard", "hooks", "subclass_backend", "registration_errors", "fake"]
+TESTS = [
+    "device",
+    "guard",
+    "hooks",
+    "subclass_backend",
+    "registration_errors",
+    "fake",
+    "current_accelerator",
+]
 TEST_PREFIX = "test_privateuseone_python_backend_"
+
+#: Rule 8 (C++ tests): googletest files under ``test/cpp/`` go to their place in the tree, where
+#: CMake globs them (``c10/test/CMakeLists.txt`` builds every ``*_test.cpp``).
+CPP_TESTS = {
+    "test/cpp/NoOpDeviceGuardImpl_test.cpp": "c10/test/core/impl/NoOpDeviceGuardImpl_test.cpp",
+}
 
 #: Tests that PYTORCH_TEST_WITH_DYNAMO=1 cannot run, as ``test/dynamo_skips/<Class>.<test>``
 #: entries. On torch 2.6, Dynamo cannot trace torch.Event ("cannot create weak reference to

@@ -16,3 +16,14 @@ HOOKS_HAVE_AVAILABILITY = TORCH_VERSION >= (2, 7)
 #: custom-op aliasing check of torch 2.6), which storage-less payload tensors refuse. Seen on
 #: 2.6, not on 2.13; the releases between are not checked.
 PRIMS_READ_STORAGE = TORCH_VERSION < (2, 13)
+
+
+def current_accelerator_setter():
+    """``torch._C._accelerator_setCurrentAccelerator`` where torch has it, else None.
+
+    The patch series' ATen change adds it: there ``at::getAccelerator`` itself honours the
+    choice, so every C++ caller sees it. No released wheel has it; there
+    ``_patches.accelerator_choice`` makes the Python entry points honour the choice.
+    Looked up on each call, so that a test can stand in for it.
+    """
+    return getattr(torch._C, "_accelerator_setCurrentAccelerator", None)

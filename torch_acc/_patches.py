@@ -1,21 +1,61 @@
 r"""Runtime patches that give stock torch wheels what the patch series changes in-tree.
 
-One function per upstream change, each applied once by :func:`apply`, version-guarded where
-the change is not needed on every release.
+Each source change of the series is one entry of :data:`SOURCE_CHANGES`, applied once by
+:func:`apply`; :func:`accelerator_choice` stands in for ``torch.accelerator`` changes.
 """
 
 import functools
+import importlib
 import inspect
 import textwrap
 
 import torch
 
-__all__ = ["apply", "untyped_storage_of"]
+__all__ = ["apply", "autocast_device_type", "prints_through_cpu", "untyped_storage_of"]
 
-#: The change the series' meta_utils patch makes to ``MetaTensorDescriber.describe_tensor``
-#: in ``torch/_subclasses/meta_utils.py`` (the same line in torch 2.6 to 2.13).
-META_UTILS_OLD = "storage = self.describe_storage(t.untyped_storage(), trace=trace)"
-META_UTILS_NEW = "storage = self.describe_storage(_untyped_storage_of(t), trace=trace)"
+#: The source changes the patch series makes, mirrored at run time on stock wheels: in the
+#: function ``function`` of module ``module``, each ``(old, new)`` of ``lines`` replaces text
+#: that occurs once in that function; the new text calls ``helper`` (a function of this
+#: module; in-tree it is added to ``module`` as ``_<helper>``). ``tools/gen_series.py`` reads
+#: this literal to make the same change in the source. Each ``old`` is the same in torch 2.6
+#: to 2.14.
+SOURCE_CHANGES = (
+    {
+        "module": "torch._subclasses.meta_utils",
+        "function": "MetaTensorDescriber.describe_tensor",
+        "lines": (
+            (
+                "storage = self.describe_storage(t.untyped_storage(), trace=trace)",
+                "storage = self.describe_storage(_untyped_storage_of(t), trace=trace)",
+            ),
+        ),
+        "helper": "untyped_storage_of",
+    },
+    {
+        "module": "torch._tensor_str",
+        "function": "_str_intern",
+        "lines": (
+            (
+                'if self.device.type in ["xla", "lazy", "ipu", "mtia"]:',
+                'if self.device.type in ["xla", "lazy", "ipu", "mtia"]'
+                " or _prints_through_cpu(self):",
+            ),
+        ),
+        "helper": "prints_through_cpu",
+    },
+    {
+        "module": "torch.amp.autocast_mode",
+        "function": "autocast.__init__",
+        "lines": (
+            ("device_type: str,", "device_type: Optional[str] = None,"),
+            (
+                "if not isinstance(device_type, str):",
+                "if not isinstance(device_type := _autocast_device_type(device_type), str):",
+            ),
+        ),
+        "helper": "autocast_device_type",
+    },
+)
 
 
 def untyped_storage_of(t: torch.Tensor) -> torch.UntypedStorage:
@@ -36,46 +76,65 @@ def untyped_storage_of(t: torch.Tensor) -> torch.UntypedStorage:
     return token
 
 
-def meta_utils_payload_storage() -> None:
-    """Meta and fake conversion of payload tensors (the series' meta_utils patch)."""
-    from torch._subclasses import meta_utils
+def prints_through_cpu(t: torch.Tensor) -> bool:
+    """Whether printing ``t`` formats a CPU copy of it: a tensor of a Python backend.
 
-    if hasattr(meta_utils, "_untyped_storage_of"):
+    Printing does so for xla, lazy, ipu and mtia tensors, whose printing would otherwise run
+    a dozen small operators on the device; the same holds for a Python backend, which may not
+    have those operators at all.
+    """
+    from torch_acc import _C
+
+    return t.device.type == torch._C._get_privateuse1_backend_name() and _C.is_python_backend()
+
+
+def autocast_device_type(device_type) -> str:
+    """The device type of ``torch.autocast(device_type=None)``: the current accelerator's.
+
+    That is the accelerator chosen with ``set_current_accelerator`` (or, with no choice, the
+    one this build detects); ``"cpu"`` when there is none. Any other ``device_type`` is
+    returned as it is, for ``autocast`` to check. (Unannotated: the in-tree copy must also
+    load on the Python releases whose ``X | None`` annotations fail at definition time.)
+    """
+    if device_type is not None:
+        return device_type
+    if not torch.accelerator.is_available():
+        return "cpu"
+    return torch.accelerator.current_accelerator().type
+
+
+def _function_source(change: dict, source: str) -> str:
+    """``source`` (a function's) with the changes of ``change["lines"]`` made; each ``old``
+    must occur exactly once."""
+    for old, new in change["lines"]:
+        count = source.count(old)
+        if count != 1:
+            raise RuntimeError(
+                f"torch {torch.__version__}: expected {old!r} once in "
+                f"{change['module']}.{change['function']}, but found it {count} times; the "
+                "series' change needs updating (torch_acc/_patches.py)"
+            )
+        source = source.replace(old, new)
+    return source
+
+
+def _apply_source_change(change: dict) -> None:
+    """Recompiles one function of a torch module with its lines changed (``SOURCE_CHANGES``)."""
+    module = importlib.import_module(change["module"])
+    helper = "_" + change["helper"]
+    if hasattr(module, helper):
         return  # a torch with the series applied
-    cls = meta_utils.MetaTensorDescriber
-    source = textwrap.dedent(inspect.getsource(cls.describe_tensor))
-    if META_UTILS_OLD not in source:
-        raise RuntimeError(
-            f"torch {torch.__version__}: MetaTensorDescriber.describe_tensor no longer has "
-            f"{META_UTILS_OLD!r}; the runtime mirror of the series' meta_utils patch needs "
-            "updating (torch_acc/_patches.py)"
-        )
-    namespace = dict(vars(meta_utils), _untyped_storage_of=untyped_storage_of)
+    *owner_path, name = change["function"].split(".")
+    owner = functools.reduce(getattr, owner_path, module)
+    source = textwrap.dedent(inspect.getsource(getattr(owner, name)))
+    namespace = dict(vars(module), **{helper: globals()[change["helper"]]})
     code = compile(
-        "from __future__ import annotations\n" + source.replace(META_UTILS_OLD, META_UTILS_NEW),
-        meta_utils.__file__,
+        "from __future__ import annotations\n" + _function_source(change, source),
+        module.__file__,
         "exec",
     )
-    exec(code, namespace)  # noqa: S102 - the same function, with the one line changed
-    cls.describe_tensor = namespace["describe_tensor"]
-
-
-def print_through_cpu() -> None:
-    """Tensor printing formats a CPU copy of a Python backend's tensor.
-
-    ``torch/_tensor_str.py`` does so for xla, lazy, ipu and mtia tensors, whose printing
-    would otherwise run a dozen small operators on the device; the same holds for a Python
-    backend, whose backend may not have those operators at all.
-    """
-    original = torch._tensor_str._tensor_str
-
-    @functools.wraps(original)
-    def _tensor_str(self, indent):
-        if self.device.type == torch._C._get_privateuse1_backend_name():
-            self = self.to("cpu")
-        return original(self, indent)
-
-    torch._tensor_str._tensor_str = _tensor_str
+    exec(code, namespace)  # noqa: S102 - the same function, with its lines changed
+    setattr(owner, name, namespace[name])
 
 
 _ORIGINALS: dict[str, object] = {}
@@ -151,6 +210,6 @@ def accelerator_choice() -> None:
 
 @functools.cache
 def apply() -> None:
-    """Apply every patch (once per process)."""
-    print_through_cpu()
-    meta_utils_payload_storage()
+    """Apply every source change of ``SOURCE_CHANGES`` (once per process)."""
+    for change in SOURCE_CHANGES:
+        _apply_source_change(change)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from torch_acc import backend_registration
+from torch_acc import _compat, backend_registration
 
 __all__ = [
     "backends",
@@ -170,6 +170,16 @@ def set_current_accelerator(device) -> None:
     accelerator available in this build (``"cuda"``...), or ``None``/``"cpu"`` for none.
     Existing tensors are unaffected: the choice only changes what code asking for "the
     accelerator" gets.
+
+    Example::
+
+        >>> # xdoctest: +SKIP
+        >>> set_current_accelerator("npy")
+        >>> torch.accelerator.current_accelerator()
+        device(type='npy')
+        >>> set_current_accelerator("cpu")
+        >>> torch.accelerator.is_available()
+        False
     """
     global _current
     # The type named, without parsing a backend's name before it is bound.
@@ -194,11 +204,16 @@ def set_current_accelerator(device) -> None:
                 "accelerator, or 'cpu'"
             )
         choice = torch.device(kind)
-    from torch_acc import _patches
+    setter = _compat.current_accelerator_setter()
+    if setter is None:
+        from torch_acc import _patches
 
-    _patches.accelerator_choice()
+        _patches.apply()
+        _patches.accelerator_choice()
     with _lock:
         _current = choice
+        if setter is not None:
+            setter(choice)
 
 
 def current_accelerator() -> torch.device | None:

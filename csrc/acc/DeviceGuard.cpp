@@ -330,4 +330,11 @@ bool registerDeviceGuard(py::handle guard) {
   return true;
 }
 
+bool hasPythonDeviceGuard() {
+  return dynamic_cast<const DeviceGuardImpl*>(
+             c10::impl::device_guard_impl_registry[static_cast<size_t>(
+                                                       kPrivateUse1)]
+                 .load()) != nullptr;
+}
+
 } // namespace torch::acc

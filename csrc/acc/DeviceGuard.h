@@ -125,4 +125,8 @@ class DeviceGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 // nothing, when PrivateUse1 already has one.
 bool registerDeviceGuard(py::handle guard);
 
+// Whether PrivateUse1's device guard is one installed by registerDeviceGuard,
+// that is, whether PrivateUse1 holds a Python backend.
+bool hasPythonDeviceGuard();
+
 } // namespace torch::acc

@@ -84,6 +84,12 @@ void initBindings(PyObject* module) {
       "other extension).");
 
   m.def(
+      "is_python_backend",
+      []() { return hasPythonDeviceGuard(); },
+      "Whether PrivateUse1 holds a Python backend (its device guard is a "
+      "DeviceGuard of this module).");
+
+  m.def(
       "is_hook_registered",
       []() { return at::isPrivateUse1HooksRegistered(); },
       "Whether PrivateUse1 has hooks (from this module or any other "
