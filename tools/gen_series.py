@@ -533,9 +533,12 @@ torch/utils/_acc_registry.py.
     Patch(
         "[test] Add tests for Python-defined PrivateUse1 backends",
         """
-One test file per integration point: device naming and the device module, the device
-guard (indices, streams, events, backward on npy:0 and npy:1 and from a thread), hooks,
-the seed-style subclass backend end to end, registration errors, and fake conversion. Each
+One test file per integration point: device naming, the device module and printing, the
+device guard (indices, streams, events, backward on npy:0 and npy:1 and from a thread),
+hooks, the seed-style subclass backend end to end, registration errors, fake conversion,
+the current accelerator (and autocast's default), payload tensors (round trips, storage
+errors, lifetime, shutdown), the kernel bridge, views against CPU, in-place and out=
+semantics, the decomposition fallback and its errors, and mixed-device errors. Each
 file sets up a backend for its whole process, so each runs in its own process. Dynamo
 cannot trace torch.Event on this release: the two event tests get dynamo_skips entries.
 """,

@@ -51,6 +51,12 @@ TESTS = [
     "registration_errors",
     "fake",
     "current_accelerator",
+    "payload",
+    "bridge",
+    "views",
+    "inplace_out",
+    "decompositions",
+    "mixed_device_errors",
 ]
 TEST_PREFIX = "test_privateuseone_python_backend_"
 
