@@ -51,7 +51,6 @@ class _DefaultDeviceModule:
     def __init__(self, name: str, hooks: _C.PrivateUse1Hooks):
         self._name = name
         self._hooks = hooks
-        self._seed = 0
 
     def __repr__(self) -> str:
         return f"<device module {self._name!r} of a Python backend>"
@@ -88,18 +87,56 @@ class _DefaultDeviceModule:
     def synchronize(self, device=None) -> None:
         _C.synchronize(self._index(device))
 
-    # The backend has no random number generator of its own: it draws nothing at random.
-    # The seed is recorded so that ``torch.manual_seed`` (which calls ``manual_seed_all`` on
-    # every device module) works and ``initial_seed()`` reports it; a backend with random
-    # ops gives a device module that seeds its generator.
+    # Random numbers. A backend whose hooks define ``get_new_generator`` has a default
+    # ``torch.Generator`` per device (``_C.default_generator``), which these read and seed.
+    # A backend without one draws nothing at random: seeding it does nothing (so that
+    # ``torch.manual_seed``, which seeds every device module, works) and its state cannot be
+    # read.
+    def _has_generator(self) -> bool:
+        return getattr(self._hooks, "get_new_generator", None) is not None
+
+    def _generator(self, device) -> torch.Generator:
+        return _C.default_generator(self._index(device))
+
+    def _generators(self) -> list[torch.Generator]:
+        if not self._has_generator():
+            return []
+        return [_C.default_generator(i) for i in range(self.device_count())]
+
+    def get_rng_state(self, device=None) -> torch.Tensor:
+        return self._generator(device).get_state()
+
+    def set_rng_state(self, new_state: torch.Tensor, device=None) -> None:
+        self._generator(device).set_state(new_state)
+
+    def get_rng_state_all(self) -> list[torch.Tensor]:
+        return [self.get_rng_state(i) for i in range(self.device_count())]
+
+    def set_rng_state_all(self, new_states) -> None:
+        for i, state in enumerate(new_states):
+            self.set_rng_state(state, i)
+
     def manual_seed(self, seed: int) -> None:
-        self._seed = int(seed)
+        if self._has_generator():
+            self._generator(None).manual_seed(int(seed))
 
     def manual_seed_all(self, seed: int) -> None:
-        self._seed = int(seed)
+        for generator in self._generators():
+            generator.manual_seed(int(seed))
+
+    def seed(self) -> None:
+        if self._has_generator():
+            self._generator(None).seed()
+
+    def seed_all(self) -> None:
+        generators = self._generators()
+        if generators:
+            seed = generators[0].seed()
+            for generator in generators[1:]:
+                generator.manual_seed(seed)
 
     def initial_seed(self) -> int:
-        return self._seed
+        return self._generator(None).initial_seed()
 
 
 def _check_name(name) -> str:

@@ -1,8 +1,11 @@
 #include <torch/csrc/acc/Hooks.h>
 
-#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/acc/Generator.h>
 
-#include <mutex>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#if TORCH_ACC_GENERATOR_REGISTRY
+#include <ATen/core/GeneratorForPrivateuseone.h>
+#endif
 
 namespace torch::acc {
 
@@ -83,6 +86,54 @@ bool Hooks::isPinnedPtr(const void* data) const {
           kIsPinnedPtr, "a bool", reinterpret_cast<uintptr_t>(data));
 }
 
+c10::DeviceIndex Hooks::checkedIndex(c10::DeviceIndex device_index) const {
+  if (device_index == -1) {
+    return getCurrentDevice();
+  }
+  const auto count = deviceCount();
+  TORCH_CHECK_VALUE(
+      device_index >= 0 && device_index < count,
+      "expected a device index in [0, ",
+      static_cast<int>(count),
+      ") for ",
+      c10::get_privateuse1_backend(),
+      ", but got ",
+      static_cast<int>(device_index));
+  return device_index;
+}
+
+at::Generator Hooks::getNewGenerator(c10::DeviceIndex device_index) const {
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      py_.has(kGetNewGenerator),
+      "the ",
+      c10::get_privateuse1_backend(),
+      " backend has no random number generator: its hooks (",
+      py_.owner(),
+      ") define no get_new_generator(device_index)");
+  const auto index = checkedIndex(device_index);
+  py::gil_scoped_acquire gil;
+  py::object generator = py_.call(kGetNewGenerator, static_cast<int>(index));
+  return at::make_generator<PythonGeneratorImpl>(
+      index, generator, py_.owner() + ".get_new_generator");
+}
+
+const at::Generator& Hooks::getDefaultGenerator(
+    c10::DeviceIndex device_index) const {
+  const auto index = checkedIndex(device_index);
+  {
+    std::lock_guard<std::mutex> lock(generators_mutex_);
+    auto it = default_generators_.find(index);
+    if (it != default_generators_.end()) {
+      return it->second;
+    }
+  }
+  // Made without the lock (Python may let other threads run meanwhile); the
+  // first one stored wins.
+  at::Generator generator = getNewGenerator(index);
+  std::lock_guard<std::mutex> lock(generators_mutex_);
+  return default_generators_.emplace(index, std::move(generator)).first->second;
+}
+
 bool registerHooks(py::handle hooks) {
   // at::RegisterPrivateUse1HooksInterface() fails on a second registration;
   // the lock makes check-then-register atomic among this module's callers.
@@ -93,6 +144,11 @@ bool registerHooks(py::handle hooks) {
   }
   // Lives for the rest of the process: at:: keeps a raw pointer to it.
   at::RegisterPrivateUse1HooksInterface(new Hooks(hooks));
+#if TORCH_ACC_GENERATOR_REGISTRY
+  static at::_GeneratorRegister generators([](c10::DeviceIndex index) {
+    return at::detail::getPrivateUse1Hooks().getNewGenerator(index);
+  });
+#endif
   return true;
 }
 

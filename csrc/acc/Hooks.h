@@ -5,6 +5,9 @@
 
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 
+#include <mutex>
+#include <unordered_map>
+
 namespace torch::acc {
 
 // The Python base class `PrivateUse1Hooks`. A backend subclasses it and
@@ -19,8 +22,12 @@ struct PythonHooks {
 // available, every device has a primary context (a Python backend has no
 // context to create lazily), init() does nothing, and device queries
 // (count, current device) go to PrivateUse1's device guard, so that hooks and
-// guard never disagree. Generators and pinned memory fail with a message
-// naming the method to define.
+// guard never disagree. Generators fail with a message naming the method to
+// define.
+//
+// Generators: `get_new_generator(device_index)` returns a Python object that
+// holds the state of a new generator (see PythonGeneratorImpl). The default
+// generator of each device is made by it on first use and lives until exit.
 class Hooks final : public at::PrivateUse1HooksInterface {
  public:
   enum Method : size_t {
@@ -29,6 +36,7 @@ class Hooks final : public at::PrivateUse1HooksInterface {
     kHasPrimaryContext,
     kInit,
     kIsPinnedPtr,
+    kGetNewGenerator,
     kNumMethods,
   };
   static constexpr std::array<const char*, kNumMethods> kMethods = {
@@ -37,6 +45,7 @@ class Hooks final : public at::PrivateUse1HooksInterface {
       "has_primary_context",
       "init",
       "is_pinned_ptr",
+      "get_new_generator",
   };
 
   explicit Hooks(py::handle hooks);
@@ -53,9 +62,22 @@ class Hooks final : public at::PrivateUse1HooksInterface {
   c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override;
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override;
   bool isPinnedPtr(const void* data) const override;
+  const at::Generator& getDefaultGenerator(
+      c10::DeviceIndex device_index) const override;
+  at::Generator getNewGenerator(
+      c10::DeviceIndex device_index = -1) const override;
 
  private:
+  // A valid device index for `device_index` (-1: the current device).
+  c10::DeviceIndex checkedIndex(c10::DeviceIndex device_index) const;
+
   PythonMethods<kNumMethods> py_;
+  // Default generators by device index. Node-based, so references handed out
+  // stay valid as it grows; guarded by the mutex, which is never held while
+  // Python runs.
+  mutable std::mutex generators_mutex_;
+  mutable std::unordered_map<c10::DeviceIndex, at::Generator>
+      default_generators_;
 };
 
 // Installs `hooks` as PrivateUse1's hooks. Returns false, and installs

@@ -8,6 +8,8 @@
 #include <torch/csrc/acc/PayloadTensor.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <ATen/Context.h>
+
 namespace torch::acc {
 
 namespace {
@@ -116,6 +118,16 @@ void initBindings(PyObject* module) {
       py::arg("device_index"),
       py::call_guard<py::gil_scoped_release>(),
       "Waits for all work on PrivateUse1 device `device_index`.");
+
+  m.def(
+      "default_generator",
+      [](c10::DeviceIndex index) {
+        return at::globalContext().defaultGenerator(
+            c10::Device(c10::DeviceType::PrivateUse1, index));
+      },
+      py::arg("device_index"),
+      "The default torch.Generator of PrivateUse1 device `device_index` (-1: "
+      "the current device), made by the hooks' get_new_generator().");
 
   m.def(
       "create_empty_tensor",

@@ -22,3 +22,8 @@
 #else
 #define TORCH_ACC_STREAM_NOEXCEPT
 #endif
+
+// torch.Generator(device=<PrivateUse1>) asks the hooks' getNewGenerator()
+// from 2.7; 2.6 asks the generator registry of
+// ATen/core/GeneratorForPrivateuseone.h instead.
+#define TORCH_ACC_GENERATOR_REGISTRY (!TORCH_ACC_TORCH_AT_LEAST(2, 7))
