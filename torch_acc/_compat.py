@@ -16,3 +16,7 @@ HOOKS_HAVE_AVAILABILITY = TORCH_VERSION >= (2, 7)
 #: custom-op aliasing check of torch 2.6), which storage-less payload tensors refuse. Seen on
 #: 2.6, not on 2.13; the releases between are not checked.
 PRIMS_READ_STORAGE = TORCH_VERSION < (2, 13)
+
+#: Whether ``torch.accelerator`` has memory functions (``memory_allocated``...), which read
+#: the device allocator (``c10::DeviceAllocator``; see ``csrc/acc/compat.h``). Not in 2.6.
+ACCELERATOR_MEMORY = hasattr(torch.accelerator, "memory_allocated")

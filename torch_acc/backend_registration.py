@@ -138,6 +138,56 @@ class _DefaultDeviceModule:
     def initial_seed(self) -> int:
         return self._generator(None).initial_seed()
 
+    # Memory figures: the backend's own, from its hooks (``memory_stats`` and the methods
+    # beside it, as ``torch.accelerator`` reads them through C++); zeros when it reports
+    # none, since its data lives in Python objects that nothing here counts.
+    def memory_stats(self, device=None) -> dict[str, int]:
+        stats = getattr(self._hooks, "memory_stats", None)
+        return {} if stats is None else dict(stats(self._index(device)))
+
+    def memory_allocated(self, device=None) -> int:
+        return self.memory_stats(device).get("allocated_bytes.all.current", 0)
+
+    def max_memory_allocated(self, device=None) -> int:
+        return self.memory_stats(device).get("allocated_bytes.all.peak", 0)
+
+    def memory_reserved(self, device=None) -> int:
+        return self.memory_stats(device).get("reserved_bytes.all.current", 0)
+
+    def max_memory_reserved(self, device=None) -> int:
+        return self.memory_stats(device).get("reserved_bytes.all.peak", 0)
+
+    def _reset(self, method: str, device) -> None:
+        reset = getattr(self._hooks, method, None)
+        if reset is not None:
+            reset(self._index(device))
+        elif getattr(self._hooks, "memory_stats", None) is not None:
+            raise RuntimeError(
+                f"{type(self._hooks).__qualname__} defines memory_stats() but no "
+                f"{method}(device_index)"
+            )
+
+    def reset_peak_memory_stats(self, device=None) -> None:
+        self._reset("reset_peak_memory_stats", device)
+
+    def reset_accumulated_memory_stats(self, device=None) -> None:
+        self._reset("reset_accumulated_memory_stats", device)
+
+    def empty_cache(self) -> None:
+        empty_cache = getattr(self._hooks, "empty_cache", None)
+        if empty_cache is not None:
+            empty_cache()
+
+    def mem_get_info(self, device=None) -> tuple[int, int]:
+        info = getattr(self._hooks, "mem_get_info", None)
+        if info is None:
+            raise NotImplementedError(
+                f"the {self._name} backend reports no free and total memory: its hooks "
+                f"({type(self._hooks).__qualname__}) define no mem_get_info(device_index)"
+            )
+        free, total = info(self._index(device))
+        return int(free), int(total)
+
 
 def _check_name(name) -> str:
     if name is None:

@@ -4,6 +4,9 @@
 #include <torch/csrc/acc/compat.h>
 
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#if TORCH_ACC_HAVE_DEVICE_ALLOCATOR
+#include <c10/core/CachingDeviceAllocator.h>
+#endif
 
 #include <mutex>
 #include <unordered_map>
@@ -28,6 +31,17 @@ struct PythonHooks {
 // Generators: `get_new_generator(device_index)` returns a Python object that
 // holds the state of a new generator (see PythonGeneratorImpl). The default
 // generator of each device is made by it on first use and lives until exit.
+//
+// Pinned memory: a Python backend copies from any host memory, so the pinned
+// allocator hands out plain CPU memory and records it, so that is_pinned() is
+// true exactly for what it handed out (or what `is_pinned_ptr` recognizes).
+//
+// Memory figures (the device allocator behind torch.accelerator.memory_*):
+// `memory_stats(device_index)` returns a dict of torch's flat statistic names
+// ("allocated_bytes.all.current": bytes, ...), with `reset_peak_memory_stats`,
+// `reset_accumulated_memory_stats`, `empty_cache` and `mem_get_info` beside
+// it. A backend that defines none reports zeros: its data lives in Python
+// objects that no allocator of ours counts, and nothing is cached.
 class Hooks final : public at::PrivateUse1HooksInterface {
  public:
   enum Method : size_t {
@@ -37,6 +51,11 @@ class Hooks final : public at::PrivateUse1HooksInterface {
     kInit,
     kIsPinnedPtr,
     kGetNewGenerator,
+    kMemoryStats,
+    kResetPeakMemoryStats,
+    kResetAccumulatedMemoryStats,
+    kEmptyCache,
+    kMemGetInfo,
     kNumMethods,
   };
   static constexpr std::array<const char*, kNumMethods> kMethods = {
@@ -46,6 +65,11 @@ class Hooks final : public at::PrivateUse1HooksInterface {
       "init",
       "is_pinned_ptr",
       "get_new_generator",
+      "memory_stats",
+      "reset_peak_memory_stats",
+      "reset_accumulated_memory_stats",
+      "empty_cache",
+      "mem_get_info",
   };
 
   explicit Hooks(py::handle hooks);
@@ -66,8 +90,24 @@ class Hooks final : public at::PrivateUse1HooksInterface {
       c10::DeviceIndex device_index) const override;
   at::Generator getNewGenerator(
       c10::DeviceIndex device_index = -1) const override;
+  c10::Allocator* getPinnedMemoryAllocator() const override;
+
+#if TORCH_ACC_HAVE_DEVICE_ALLOCATOR
+  c10::CachingDeviceAllocator::DeviceStats memoryStats(
+      c10::DeviceIndex device_index) const;
+  void resetPeakMemoryStats(c10::DeviceIndex device_index) const;
+  void resetAccumulatedMemoryStats(c10::DeviceIndex device_index) const;
+  void emptyCache() const;
+  std::pair<size_t, size_t> memGetInfo(c10::DeviceIndex device_index) const;
+#endif
 
  private:
+#if TORCH_ACC_HAVE_DEVICE_ALLOCATOR
+  // A reset of the figures memory_stats() reports: the Python method, or
+  // nothing to reset when the backend reports no figures.
+  void resetMemoryStats(Method method, c10::DeviceIndex device_index) const;
+#endif
+
   // A valid device index for `device_index` (-1: the current device).
   c10::DeviceIndex checkedIndex(c10::DeviceIndex device_index) const;
 
@@ -79,6 +119,9 @@ class Hooks final : public at::PrivateUse1HooksInterface {
   mutable std::unordered_map<c10::DeviceIndex, at::Generator>
       default_generators_;
 };
+
+// PrivateUse1's hooks when they are ours, else nullptr.
+const Hooks* pythonHooks();
 
 // Installs `hooks` as PrivateUse1's hooks. Returns false, and installs
 // nothing, when PrivateUse1 already has hooks.
