@@ -10,7 +10,7 @@ import threading
 
 import torch
 
-from torch_acc import _C, _patches
+from torch_acc import _autocast, _C, _patches
 from torch_acc._fallback import fallback
 
 __all__ = ["setup_privateuseone_for_python_backend"]
@@ -137,6 +137,13 @@ class _DefaultDeviceModule:
 
     def initial_seed(self) -> int:
         return self._generator(None).initial_seed()
+
+    # Autocast: the dtypes the backend's hooks declare (``get_amp_supported_dtype``); none
+    # by default, so that ``torch.autocast`` warns and stays off for a backend that did not
+    # say it computes in lower precision.
+    def get_amp_supported_dtype(self) -> list[torch.dtype]:
+        supported = getattr(self._hooks, "get_amp_supported_dtype", None)
+        return [] if supported is None else list(supported())
 
     # Memory figures: the backend's own, from its hooks (``memory_stats`` and the methods
     # beside it, as ``torch.accelerator`` reads them through C++); zeros when it reports
@@ -290,6 +297,7 @@ def setup_privateuseone_for_python_backend(
         _register(_C.register_python_privateuseone_device_guard, device_guard, name)
         _register(_C.register_python_privateuseone_hook, hook, name)
         _C.set_fallback(fallback)
+        _autocast.register()
         _patches.apply()
         _setup_done = (name, backend_module)
         return backend_module

@@ -1,6 +1,7 @@
 #include <torch/csrc/acc/Module.h>
 
 #include <torch/csrc/PyInterpreter.h>
+#include <torch/csrc/acc/Autocast.h>
 #include <torch/csrc/acc/Bridge.h>
 #include <torch/csrc/acc/DeviceGuard.h>
 #include <torch/csrc/acc/EmptyTensor.h>
@@ -128,6 +129,15 @@ void initBindings(PyObject* module) {
       py::arg("device_index"),
       "The default torch.Generator of PrivateUse1 device `device_index` (-1: "
       "the current device), made by the hooks' get_new_generator().");
+
+  m.def(
+      "register_autocast_kernels",
+      &registerAutocastKernels,
+      py::arg("ops"),
+      py::arg("policy"),
+      "Registers AutocastPrivateUse1 kernels with cast policy `policy` "
+      "('lower_precision_fp', 'fp32' or 'promote') for the aten overloads "
+      "`ops`; returns those this torch has.");
 
   m.def(
       "create_empty_tensor",

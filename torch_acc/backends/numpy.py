@@ -168,6 +168,10 @@ class _Hooks(PrivateUse1Hooks):
     def get_new_generator(self, device_index: int) -> NumpyGenerator:
         return NumpyGenerator()
 
+    def get_amp_supported_dtype(self) -> list[torch.dtype]:
+        # NumPy has float16; bfloat16 is not a NumPy dtype.
+        return [torch.float16]
+
 
 def _normal_(self, mean=0.0, std=1.0, *, generator):
     self[...] = generator.numpy.normal(mean, std, self.shape)
@@ -276,6 +280,11 @@ def _mean(self, dim=None, keepdim=False, *, dtype=None):
     return np.asarray(np.mean(self, axis=axis, keepdims=keepdim, dtype=np_dtype))
 
 
+def _cat(tensors, dim=0):
+    dtype = _result_type(*((_NUMPY_TO_TORCH[t.dtype], False) for t in tensors))
+    return np.concatenate(tensors, axis=dim, dtype=dtype)
+
+
 def _fill(self, value):
     self[...] = value
     return self
@@ -312,6 +321,7 @@ _KERNELS = {
     "threshold_backward": _threshold_backward,
     "mm": np.matmul,
     "gt.Scalar": lambda self, other: np.asarray(self > other),
+    "cat": _cat,
     "sum.dim_IntList": _sum,
     "mean.dim": _mean,
     "fill_.Scalar": _fill,
