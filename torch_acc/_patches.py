@@ -60,6 +60,45 @@ def meta_utils_payload_storage() -> None:
     cls.describe_tensor = namespace["describe_tensor"]
 
 
+#: The change the series' _tensor patch makes to ``Tensor._reduce_ex_internal`` in
+#: ``torch/_tensor.py`` (the same line in torch 2.6 and 2.13).
+TENSOR_REDUCE_OLD = "cpu_tensor = self.cpu()"
+TENSOR_REDUCE_NEW = "cpu_tensor = self.detach().cpu()"
+
+
+def save_detached_cpu_copy() -> None:
+    """Saving a storage-less tensor that requires grad (the series' _tensor patch).
+
+    ``torch.save`` stores such a tensor as a CPU copy plus its ``requires_grad`` flag. The copy
+    was ``self.cpu()``, which for a tensor that requires grad is a non-leaf of the autograd
+    graph, so loading failed to set ``requires_grad`` on the tensor made from it. The copy is
+    detached now; the flag, saved beside it, is set on load as before.
+    """
+    cls = torch.Tensor
+    if getattr(cls._reduce_ex_internal, "_torch_acc_patched", False):
+        return
+    source = textwrap.dedent(inspect.getsource(cls._reduce_ex_internal))
+    if TENSOR_REDUCE_NEW in source:
+        return  # a torch with the series applied
+    if source.count(TENSOR_REDUCE_OLD) != 1:
+        raise RuntimeError(
+            f"torch {torch.__version__}: Tensor._reduce_ex_internal no longer has "
+            f"{TENSOR_REDUCE_OLD!r}; the runtime mirror of the series' _tensor patch needs "
+            "updating (torch_acc/_patches.py)"
+        )
+    namespace = dict(vars(torch._tensor))
+    code = compile(
+        "from __future__ import annotations\n"
+        + source.replace(TENSOR_REDUCE_OLD, TENSOR_REDUCE_NEW),
+        torch._tensor.__file__,
+        "exec",
+    )
+    exec(code, namespace)  # noqa: S102 - the same function, with the one line changed
+    patched = namespace["_reduce_ex_internal"]
+    patched._torch_acc_patched = True
+    cls._reduce_ex_internal = patched
+
+
 def print_through_cpu() -> None:
     """Tensor printing formats a CPU copy of a Python backend's tensor.
 
@@ -154,3 +193,4 @@ def apply() -> None:
     """Apply every patch (once per process)."""
     print_through_cpu()
     meta_utils_payload_storage()
+    save_detached_cpu_copy()
