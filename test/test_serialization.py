@@ -33,7 +33,8 @@ class TestSaveLoad(TestCase):
             self.assertEqual(y.cpu(), x.cpu())
 
     def test_dtypes_and_views(self):
-        for dtype in (torch.float16, torch.float64, torch.int32, torch.int64, torch.bool):
+        for dtype in (torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.int64,
+                      torch.bool):
             x = torch.arange(6).reshape(2, 3).to(dtype).to("npy")
             self.assertEqual(_round_trip(x, weights_only=True).cpu(), x.cpu())
         x = torch.arange(12.0).reshape(3, 4).to("npy")

@@ -19,6 +19,7 @@ Example::
 import functools
 import sys
 
+import ml_dtypes
 import numpy as np
 import torch
 
@@ -39,6 +40,7 @@ _TORCH_TO_NUMPY = {
     torch.int32: np.int32,
     torch.int64: np.int64,
     torch.float16: np.float16,
+    torch.bfloat16: ml_dtypes.bfloat16,
     torch.float32: np.float32,
     torch.float64: np.float64,
     torch.complex64: np.complex64,
@@ -97,13 +99,23 @@ def _as_strided(payload, size, stride, storage_offset):
     )
 
 
+# torch and NumPy exchange bfloat16 (ml_dtypes') data as the int16 of the same bits.
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+
+
 def _to_cpu(payload) -> torch.Tensor:
-    return torch.from_numpy(np.array(payload, order="C"))
+    arr = np.array(payload, order="C")
+    if arr.dtype == _BFLOAT16:
+        return torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(arr)
 
 
 def _from_cpu(tensor: torch.Tensor):
     _np_dtype(tensor.dtype)
-    return tensor.resolve_conj().resolve_neg().numpy().copy()
+    tensor = tensor.resolve_conj().resolve_neg()
+    if tensor.dtype == torch.bfloat16:
+        return tensor.view(torch.int16).numpy().view(_BFLOAT16).copy()
+    return tensor.numpy().copy()
 
 
 def _copy_into(dst, src):
@@ -169,8 +181,7 @@ class _Hooks(PrivateUse1Hooks):
         return NumpyGenerator()
 
     def get_amp_supported_dtype(self) -> list[torch.dtype]:
-        # NumPy has float16; bfloat16 is not a NumPy dtype.
-        return [torch.float16]
+        return [torch.float16, torch.bfloat16]
 
 
 def _normal_(self, mean=0.0, std=1.0, *, generator):
@@ -248,6 +259,11 @@ def _mul(a, b):
     return _promoted(a * b, a, b)
 
 
+def _mm(a, b):
+    # NumPy multiplies bfloat16 matrices into float32.
+    return np.matmul(a, b).astype(_result_type(_kind(a), _kind(b)), copy=False)
+
+
 def _div(a, b):
     out = np.true_divide(a, b)
     dtype = _result_type(_kind(a), _kind(b))
@@ -319,7 +335,7 @@ _KERNELS = {
     "log": np.log,
     "relu": lambda self: np.maximum(self, np.zeros((), self.dtype)),
     "threshold_backward": _threshold_backward,
-    "mm": np.matmul,
+    "mm": _mm,
     "gt.Scalar": lambda self, other: np.asarray(self > other),
     "cat": _cat,
     "sum.dim_IntList": _sum,
