@@ -5,6 +5,7 @@ import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 from torch.utils.data import DataLoader, TensorDataset
 
+from torch_acc import _compat
 from torch_acc.backends import numpy as npy_backend
 
 npy_backend.setup()
@@ -54,6 +55,8 @@ class TestPinMemory(TestCase):
 class TestDataLoader(TestCase):
     def _check(self, **kwargs):
         data = TensorDataset(torch.arange(20.0).reshape(10, 2), torch.arange(10))
+        if _compat.DATALOADER_NEEDS_PIN_MEMORY_DEVICE:
+            kwargs["pin_memory_device"] = "npy"
         batches = list(DataLoader(data, batch_size=4, pin_memory=True, **kwargs))
         self.assertEqual(len(batches), 3)
         for x, y in batches:

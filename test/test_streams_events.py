@@ -20,8 +20,12 @@ class TestStreams(TestCase):
 
     def test_work_on_a_stream_is_done(self):
         s = torch.Stream(device="npy")
-        with s:
+        default = torch.accelerator.current_stream()
+        torch.accelerator.set_stream(s)
+        try:
             y = torch.ones(3, device="npy") * 3
+        finally:
+            torch.accelerator.set_stream(default)
         s.synchronize()
         self.assertTrue(s.query())
         self.assertEqual(y.cpu(), torch.full((3,), 3.0))
