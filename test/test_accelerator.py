@@ -31,6 +31,14 @@ class TestAccelerator(TestCase):
         torch.npy.synchronize()
         self.assertEqual(x.cpu(), torch.full((3,), 2.0))
 
+    def test_device_context(self):
+        with torch.npy.device("npy:0"):
+            self.assertEqual(torch.npy.current_device(), 0)
+        with self.assertRaisesRegex(RuntimeError, r"expected a device index in \[0, 1\)"):
+            with torch.npy.device(1):
+                pass
+        self.assertEqual(torch.npy.current_device(), 0)
+
     def test_current_stream(self):
         s = torch.accelerator.current_stream()
         self.assertEqual(s.device, torch.device("npy:0"))

@@ -53,6 +53,16 @@ class TestSaveLoad(TestCase):
         self.assertEqual(y.device, torch.device("cpu"))
         self.assertEqual(y, torch.arange(4.0))
 
+    def test_map_location_to_device_is_an_error(self):
+        # Loading onto the device goes through storages, which payload tensors cannot have:
+        # load to the CPU and move the result instead.
+        with self.assertRaisesRegex(
+            RuntimeError, r"cannot allocate 16 bytes of storage on npy: its device data lives in "
+            r"Python payloads"
+        ):
+            _round_trip(torch.arange(4.0), map_location="npy", weights_only=True)
+        self.assertEqual(torch.npy.current_device(), 0)
+
     def test_state_dict(self):
         torch.manual_seed(0)
         model = torch.nn.Linear(3, 2).to("npy")

@@ -5,6 +5,7 @@ patch series: after :func:`setup_privateuseone_for_python_backend`, kernels regi
 ``torch.library`` for ``"privateuseone"`` make a device that behaves like one built in C++.
 """
 
+import contextlib
 import re
 import threading
 
@@ -86,6 +87,17 @@ class _DefaultDeviceModule:
 
     def synchronize(self, device=None) -> None:
         _C.synchronize(self._index(device))
+
+    @contextlib.contextmanager
+    def device(self, device):
+        """Makes ``device`` the current device inside the block, as ``torch.cuda.device``
+        does (torch's storage and loading code enter it)."""
+        previous = _C.current_device()
+        _C.set_device(self._index(device))
+        try:
+            yield
+        finally:
+            _C.set_device(previous)
 
     # Random numbers. A backend whose hooks define ``get_new_generator`` has a default
     # ``torch.Generator`` per device (``_C.default_generator``), which these read and seed.
