@@ -322,8 +322,8 @@ NumpyTensor([[1.0000, 2.0000],
             a @ torch.ones(2, 2)
 
     def test_unsupported_dtype_names_backend(self):
-        with self.assertRaisesRegex(TypeError, "npy backend does not support dtype torch.bfloat16"):
-            torch.ones(2, dtype=torch.bfloat16).to("npy")
+        with self.assertRaisesRegex(TypeError, "npy backend does not support dtype torch.uint16"):
+            torch.ones(2, dtype=torch.uint16).to("npy")
 
 
 if __name__ == "__main__":

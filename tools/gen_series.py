@@ -298,6 +298,8 @@ def _source_change(module: str) -> dict:
         if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "SOURCE_CHANGES"
     )
     change = next(c for c in changes if c["module"] == module)
+    if "helper" not in change:
+        return change
     helper = next(
         node for node in tree.body
         if isinstance(node, ast.FunctionDef) and node.name == change["helper"]
@@ -337,7 +339,9 @@ def source_change(module: str) -> Callable[[Path], None]:
         for old, new in change["lines"]:
             function = replace_once(function, old, new, f"{path}:{change['function']}")
         text = "".join(lines[:start]) + function + "".join(lines[end:])
-        target.write_text(text.rstrip("\n") + "\n\n\n" + change["helper_source"] + "\n")
+        if "helper_source" in change:
+            text = text.rstrip("\n") + "\n\n\n" + change["helper_source"] + "\n"
+        target.write_text(text)
 
     return apply
 
@@ -478,6 +482,18 @@ PrivateUse1 backends print as before.
 """,
         source_change("torch._tensor_str"),
         f"    python test/{series_rules.TEST_PREFIX}device.py",
+    ),
+    Patch(
+        "[_tensor] Save a storage-less tensor that requires grad through a detached copy",
+        """
+torch.save stores a tensor without storage (xla, lazy, mtia, and the payload tensors of
+Python backends) as a CPU copy plus its requires_grad flag. The copy was self.cpu(), which
+for a tensor that requires grad is a non-leaf of the autograd graph, so loading failed
+when it set requires_grad on the tensor made from the copy. Tensor._reduce_ex_internal now
+copies self.detach().cpu(); the flag, saved beside the copy, is set on load as before.
+""",
+        source_change("torch._tensor"),
+        f"    python test/{series_rules.TEST_PREFIX}serialization.py",
     ),
     Patch(
         "[amp] Let torch.autocast default to the current accelerator",

@@ -14,6 +14,7 @@ CPP_DIR = ("csrc/acc", "torch/csrc/acc")
 #: Rule 2 (Python modules): each standalone module has one in-tree home.
 MODULES = {
     "torch_acc._C": "torch._C._acc",
+    "torch_acc._autocast": "torch.utils._acc_autocast",
     "torch_acc.backend_registration": "torch.utils.backend_registration",
     "torch_acc._compat": "torch.utils._acc_compat",
     "torch_acc._fallback": "torch.utils._acc_fallback",
@@ -31,6 +32,7 @@ MODULES = {
 #: Rule 3 (files): where each carried standalone file goes. ``backend_registration.py`` is
 #: merged into the existing module (rule 5); the stub gets its in-tree name.
 FILES = {
+    "torch_acc/_autocast.py": "torch/utils/_acc_autocast.py",
     "torch_acc/_compat.py": "torch/utils/_acc_compat.py",
     "torch_acc/_fallback.py": "torch/utils/_acc_fallback.py",
     "torch_acc/_patches.py": "torch/utils/_acc_patches.py",

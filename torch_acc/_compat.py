@@ -17,6 +17,14 @@ HOOKS_HAVE_AVAILABILITY = TORCH_VERSION >= (2, 7)
 #: 2.6, not on 2.13; the releases between are not checked.
 PRIMS_READ_STORAGE = TORCH_VERSION < (2, 13)
 
+#: Whether ``DataLoader(pin_memory=True)`` needs ``pin_memory_device=<backend>`` to pin for a
+#: Python backend: 2.6 pins for CUDA only unless told the device; 2.13 pins for the current
+#: accelerator and deprecates the argument. The releases between are not checked.
+DATALOADER_NEEDS_PIN_MEMORY_DEVICE = TORCH_VERSION < (2, 13)
+
+#: Whether ``torch.accelerator`` has memory functions (``memory_allocated``...), which read
+#: the device allocator (``c10::DeviceAllocator``; see ``csrc/acc/compat.h``). Not in 2.6.
+ACCELERATOR_MEMORY = hasattr(torch.accelerator, "memory_allocated")
 
 def current_accelerator_setter():
     """``torch._C._accelerator_setCurrentAccelerator`` where torch has it, else None.

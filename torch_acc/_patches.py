@@ -15,7 +15,7 @@ __all__ = ["apply", "autocast_device_type", "prints_through_cpu", "untyped_stora
 
 #: The source changes the patch series makes, mirrored at run time on stock wheels: in the
 #: function ``function`` of module ``module``, each ``(old, new)`` of ``lines`` replaces text
-#: that occurs once in that function; the new text calls ``helper`` (a function of this
+#: that occurs once in that function; the new text may call ``helper`` (a function of this
 #: module; in-tree it is added to ``module`` as ``_<helper>``). ``tools/gen_series.py`` reads
 #: this literal to make the same change in the source. Each ``old`` is the same in torch 2.6
 #: to 2.14.
@@ -42,6 +42,14 @@ SOURCE_CHANGES = (
             ),
         ),
         "helper": "prints_through_cpu",
+    },
+    {
+        # torch.save stores a storage-less tensor as a CPU copy plus its requires_grad flag;
+        # a copy made with self.cpu() from a tensor that requires grad is a non-leaf, whose
+        # flag load cannot set. The copy is detached; the flag saved beside it is set on load.
+        "module": "torch._tensor",
+        "function": "Tensor._reduce_ex_internal",
+        "lines": (("cpu_tensor = self.cpu()", "cpu_tensor = self.detach().cpu()"),),
     },
     {
         "module": "torch.amp.autocast_mode",
@@ -121,20 +129,29 @@ def _function_source(change: dict, source: str) -> str:
 def _apply_source_change(change: dict) -> None:
     """Recompiles one function of a torch module with its lines changed (``SOURCE_CHANGES``)."""
     module = importlib.import_module(change["module"])
-    helper = "_" + change["helper"]
-    if hasattr(module, helper):
-        return  # a torch with the series applied
     *owner_path, name = change["function"].split(".")
     owner = functools.reduce(getattr, owner_path, module)
-    source = textwrap.dedent(inspect.getsource(getattr(owner, name)))
-    namespace = dict(vars(module), **{helper: globals()[change["helper"]]})
+    function = getattr(owner, name)
+    if getattr(function, "_torch_acc_source_change", False):
+        return  # applied already
+    source = textwrap.dedent(inspect.getsource(function))
+    namespace = dict(vars(module))
+    if "helper" in change:
+        helper = "_" + change["helper"]
+        if hasattr(module, helper):
+            return  # a torch with the series applied
+        namespace[helper] = globals()[change["helper"]]
+    elif all(new in source and old not in source for old, new in change["lines"]):
+        return  # a torch with the series applied
     code = compile(
         "from __future__ import annotations\n" + _function_source(change, source),
         module.__file__,
         "exec",
     )
     exec(code, namespace)  # noqa: S102 - the same function, with its lines changed
-    setattr(owner, name, namespace[name])
+    changed = namespace[name]
+    changed._torch_acc_source_change = True
+    setattr(owner, name, changed)
 
 
 _ORIGINALS: dict[str, object] = {}

@@ -5,12 +5,13 @@ patch series: after :func:`setup_privateuseone_for_python_backend`, kernels regi
 ``torch.library`` for ``"privateuseone"`` make a device that behaves like one built in C++.
 """
 
+import contextlib
 import re
 import threading
 
 import torch
 
-from torch_acc import _C, _patches
+from torch_acc import _autocast, _C, _patches
 from torch_acc._fallback import fallback
 
 __all__ = ["setup_privateuseone_for_python_backend"]
@@ -51,7 +52,6 @@ class _DefaultDeviceModule:
     def __init__(self, name: str, hooks: _C.PrivateUse1Hooks):
         self._name = name
         self._hooks = hooks
-        self._seed = 0
 
     def __repr__(self) -> str:
         return f"<device module {self._name!r} of a Python backend>"
@@ -88,18 +88,124 @@ class _DefaultDeviceModule:
     def synchronize(self, device=None) -> None:
         _C.synchronize(self._index(device))
 
-    # The backend has no random number generator of its own: it draws nothing at random.
-    # The seed is recorded so that ``torch.manual_seed`` (which calls ``manual_seed_all`` on
-    # every device module) works and ``initial_seed()`` reports it; a backend with random
-    # ops gives a device module that seeds its generator.
+    @contextlib.contextmanager
+    def device(self, device):
+        """Makes ``device`` the current device inside the block, as ``torch.cuda.device``
+        does (torch's storage and loading code enter it)."""
+        previous = _C.current_device()
+        _C.set_device(self._index(device))
+        try:
+            yield
+        finally:
+            _C.set_device(previous)
+
+    # Random numbers. A backend whose hooks define ``get_new_generator`` has a default
+    # ``torch.Generator`` per device (``_C.default_generator``), which these read and seed.
+    # A backend without one draws nothing at random: seeding it does nothing (so that
+    # ``torch.manual_seed``, which seeds every device module, works) and its state cannot be
+    # read.
+    def _has_generator(self) -> bool:
+        return getattr(self._hooks, "get_new_generator", None) is not None
+
+    def _generator(self, device) -> torch.Generator:
+        return _C.default_generator(self._index(device))
+
+    def _generators(self) -> list[torch.Generator]:
+        if not self._has_generator():
+            return []
+        return [_C.default_generator(i) for i in range(self.device_count())]
+
+    def get_rng_state(self, device=None) -> torch.Tensor:
+        return self._generator(device).get_state()
+
+    def set_rng_state(self, new_state: torch.Tensor, device=None) -> None:
+        self._generator(device).set_state(new_state)
+
+    def get_rng_state_all(self) -> list[torch.Tensor]:
+        return [self.get_rng_state(i) for i in range(self.device_count())]
+
+    def set_rng_state_all(self, new_states) -> None:
+        for i, state in enumerate(new_states):
+            self.set_rng_state(state, i)
+
     def manual_seed(self, seed: int) -> None:
-        self._seed = int(seed)
+        if self._has_generator():
+            self._generator(None).manual_seed(int(seed))
 
     def manual_seed_all(self, seed: int) -> None:
-        self._seed = int(seed)
+        for generator in self._generators():
+            generator.manual_seed(int(seed))
+
+    def seed(self) -> None:
+        if self._has_generator():
+            self._generator(None).seed()
+
+    def seed_all(self) -> None:
+        generators = self._generators()
+        if generators:
+            seed = generators[0].seed()
+            for generator in generators[1:]:
+                generator.manual_seed(seed)
 
     def initial_seed(self) -> int:
-        return self._seed
+        return self._generator(None).initial_seed()
+
+    # Autocast: the dtypes the backend's hooks declare (``get_amp_supported_dtype``); none
+    # by default, so that ``torch.autocast`` warns and stays off for a backend that did not
+    # say it computes in lower precision.
+    def get_amp_supported_dtype(self) -> list[torch.dtype]:
+        supported = getattr(self._hooks, "get_amp_supported_dtype", None)
+        return [] if supported is None else list(supported())
+
+    # Memory figures: the backend's own, from its hooks (``memory_stats`` and the methods
+    # beside it, as ``torch.accelerator`` reads them through C++); zeros when it reports
+    # none, since its data lives in Python objects that nothing here counts.
+    def memory_stats(self, device=None) -> dict[str, int]:
+        stats = getattr(self._hooks, "memory_stats", None)
+        return {} if stats is None else dict(stats(self._index(device)))
+
+    def memory_allocated(self, device=None) -> int:
+        return self.memory_stats(device).get("allocated_bytes.all.current", 0)
+
+    def max_memory_allocated(self, device=None) -> int:
+        return self.memory_stats(device).get("allocated_bytes.all.peak", 0)
+
+    def memory_reserved(self, device=None) -> int:
+        return self.memory_stats(device).get("reserved_bytes.all.current", 0)
+
+    def max_memory_reserved(self, device=None) -> int:
+        return self.memory_stats(device).get("reserved_bytes.all.peak", 0)
+
+    def _reset(self, method: str, device) -> None:
+        reset = getattr(self._hooks, method, None)
+        if reset is not None:
+            reset(self._index(device))
+        elif getattr(self._hooks, "memory_stats", None) is not None:
+            raise RuntimeError(
+                f"{type(self._hooks).__qualname__} defines memory_stats() but no "
+                f"{method}(device_index)"
+            )
+
+    def reset_peak_memory_stats(self, device=None) -> None:
+        self._reset("reset_peak_memory_stats", device)
+
+    def reset_accumulated_memory_stats(self, device=None) -> None:
+        self._reset("reset_accumulated_memory_stats", device)
+
+    def empty_cache(self) -> None:
+        empty_cache = getattr(self._hooks, "empty_cache", None)
+        if empty_cache is not None:
+            empty_cache()
+
+    def mem_get_info(self, device=None) -> tuple[int, int]:
+        info = getattr(self._hooks, "mem_get_info", None)
+        if info is None:
+            raise NotImplementedError(
+                f"the {self._name} backend reports no free and total memory: its hooks "
+                f"({type(self._hooks).__qualname__}) define no mem_get_info(device_index)"
+            )
+        free, total = info(self._index(device))
+        return int(free), int(total)
 
 
 def _check_name(name) -> str:
@@ -203,6 +309,7 @@ def setup_privateuseone_for_python_backend(
         _register(_C.register_python_privateuseone_device_guard, device_guard, name)
         _register(_C.register_python_privateuseone_hook, hook, name)
         _C.set_fallback(fallback)
+        _autocast.register()
         _patches.apply()
         _setup_done = (name, backend_module)
         return backend_module

@@ -1,5 +1,8 @@
 #include <torch/csrc/acc/Bridge.h>
 
+#include <torch/csrc/acc/Generator.h>
+
+#include <ATen/Context.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/strides.h>
@@ -171,6 +174,14 @@ class Call {
 
   py::object arg(size_t i, c10::IValue value) {
     const auto& a = schema_.arguments()[i];
+    if (typeIs(a, c10::TypeKind::GeneratorType)) {
+      // Resolved by generators(), once the device is known.
+      generators_.emplace_back(
+          i,
+          value.isNone() ? std::nullopt
+                         : std::make_optional(value.toGenerator()));
+      return py::none();
+    }
     if (value.isTensor()) {
       return tensorArg(value.toTensor());
     }
@@ -212,8 +223,22 @@ class Call {
     return currentDevice();
   }
 
+  // Generator arguments become the Python object holding the generator's
+  // state; none given is the default generator of the device, as native
+  // kernels take it.
+  void generators(std::vector<py::object>& args, c10::DeviceIndex index) {
+    for (const auto& [i, generator] : generators_) {
+      args[i] = generatorObject(
+          generator ? *generator
+                    : at::globalContext().defaultGenerator(
+                          c10::Device(kPrivateUse1, index)),
+          schema_.name().c_str());
+    }
+  }
+
  private:
   const c10::FunctionSchema& schema_;
+  std::vector<std::pair<size_t, std::optional<at::Generator>>> generators_;
   at::Tensor first_;
   at::Tensor cpu_;
   std::optional<c10::Device> device_;
@@ -262,6 +287,7 @@ class PythonKernel final : public c10::OperatorKernel {
       args.push_back(call.arg(i, inputs[i]));
     }
     const auto device_index = call.deviceIndex();
+    call.generators(args, device_index);
     std::vector<PyObject*> argv;
     argv.reserve(n);
     for (auto& a : args) {

@@ -136,7 +136,12 @@ c10::Stream DeviceGuardImpl::getStream(c10::Device d) const
   return py_.has(kGetStream) ? pythonStream(kGetStream, d, current) : current;
 }
 
-c10::Stream DeviceGuardImpl::getDefaultStream(c10::Device d) const {
+c10::Device DeviceGuardImpl::withIndex(c10::Device d) const {
+  return d.has_index() ? d : getDevice();
+}
+
+c10::Stream DeviceGuardImpl::getDefaultStream(c10::Device device) const {
+  const auto d = withIndex(device);
   if (py_.has(kGetDefaultStream)) {
     return py_.callAs<c10::Stream>(kGetDefaultStream, "a torch.Stream", d);
   }
@@ -144,8 +149,9 @@ c10::Stream DeviceGuardImpl::getDefaultStream(c10::Device d) const {
 }
 
 c10::Stream DeviceGuardImpl::getStreamFromGlobalPool(
-    c10::Device d,
+    c10::Device device,
     bool isHighPriority) const {
+  const auto d = withIndex(device);
   if (py_.has(kGetStreamFromGlobalPool)) {
     return py_.callAs<c10::Stream>(
         kGetStreamFromGlobalPool, "a torch.Stream", d, isHighPriority);
@@ -153,7 +159,9 @@ c10::Stream DeviceGuardImpl::getStreamFromGlobalPool(
   return defaultStream(d.index());
 }
 
-c10::Stream DeviceGuardImpl::getNewStream(c10::Device d, int priority) const {
+c10::Stream DeviceGuardImpl::getNewStream(c10::Device device, int priority)
+    const {
+  const auto d = withIndex(device);
   if (py_.has(kGetNewStream)) {
     return py_.callAs<c10::Stream>(
         kGetNewStream, "a torch.Stream", d, priority);

@@ -113,6 +113,9 @@ class DeviceGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
  private:
   void checkIndex(c10::Device d) const;
+  // `d`, or the current device when `d` has no index (torch.Stream(device=
+  // "<name>") asks for a stream of the current device).
+  c10::Device withIndex(c10::Device d) const;
   // Calls the Python stream method of getStream()/exchangeStream(). Where
   // those are noexcept, an error is reported and `fallback` answers instead.
   template <typename Arg>

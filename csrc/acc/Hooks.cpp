@@ -1,8 +1,15 @@
 #include <torch/csrc/acc/Hooks.h>
 
-#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/acc/Generator.h>
 
-#include <mutex>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#if TORCH_ACC_GENERATOR_REGISTRY
+#include <ATen/core/GeneratorForPrivateuseone.h>
+#endif
+
+#include <atomic>
+#include <unordered_set>
 
 namespace torch::acc {
 
@@ -14,6 +21,117 @@ const c10::impl::DeviceGuardImplInterface& guard() {
   const auto* impl = c10::impl::getDeviceGuardImpl(kPrivateUse1);
   return *impl;
 }
+
+// The pinned memory allocator: CPU memory, recorded while it is alive.
+class PinnedMemoryAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    c10::DataPtr memory = c10::GetCPUAllocator()->allocate(nbytes);
+    void* data = memory.get();
+    if (data == nullptr) {
+      return memory; // Nothing allocated, nothing to record.
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      live_.insert(data);
+    }
+    return {
+        data, new Block{std::move(memory)}, &release, c10::Device(c10::kCPU)};
+  }
+
+  void copy_data(void* dest, const void* src, std::size_t count)
+      const override {
+    default_copy_data(dest, src, count);
+  }
+
+  bool contains(const void* data) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return live_.count(data) != 0;
+  }
+
+  static PinnedMemoryAllocator& get() {
+    // Never destroyed: tensors may outlive static destruction.
+    static auto* allocator = new PinnedMemoryAllocator();
+    return *allocator;
+  }
+
+ private:
+  struct Block {
+    c10::DataPtr memory;
+  };
+
+  static void release(void* ctx) {
+    std::unique_ptr<Block> block(static_cast<Block*>(ctx));
+    auto& self = get();
+    std::lock_guard<std::mutex> lock(self.mutex_);
+    self.live_.erase(block->memory.get());
+  }
+
+  mutable std::mutex mutex_;
+  std::unordered_set<const void*> live_;
+};
+
+#if TORCH_ACC_HAVE_DEVICE_ALLOCATOR
+// The statistic a flat name such as "allocated_bytes.all.current" names.
+int64_t& statistic(
+    c10::CachingDeviceAllocator::DeviceStats& stats,
+    const std::string& name,
+    const std::string& owner) {
+  using c10::CachingAllocator::StatType;
+  const auto first = name.find('.');
+  const auto second =
+      first == std::string::npos ? first : name.find('.', first + 1);
+  c10::CachingAllocator::StatArray* array = nullptr;
+  std::optional<StatType> pool;
+  if (second != std::string::npos) {
+    const std::unordered_map<std::string, c10::CachingAllocator::StatArray*>
+        arrays = {
+            {"allocation", &stats.allocation},
+            {"segment", &stats.segment},
+            {"active", &stats.active},
+            {"inactive_split", &stats.inactive_split},
+            {"allocated_bytes", &stats.allocated_bytes},
+            {"reserved_bytes", &stats.reserved_bytes},
+            {"active_bytes", &stats.active_bytes},
+            {"inactive_split_bytes", &stats.inactive_split_bytes},
+            {"requested_bytes", &stats.requested_bytes},
+    };
+    const std::unordered_map<std::string, StatType> pools = {
+        {"all", StatType::AGGREGATE},
+        {"small_pool", StatType::SMALL_POOL},
+        {"large_pool", StatType::LARGE_POOL},
+    };
+    auto a = arrays.find(name.substr(0, first));
+    auto p = pools.find(name.substr(first + 1, second - first - 1));
+    if (a != arrays.end() && p != pools.end()) {
+      array = a->second;
+      pool = p->second;
+    }
+  }
+  if (array != nullptr) {
+    auto& stat = (*array)[static_cast<size_t>(*pool)];
+    const auto field = name.substr(second + 1);
+    if (field == "current") {
+      return stat.current;
+    } else if (field == "peak") {
+      return stat.peak;
+    } else if (field == "allocated") {
+      return stat.allocated;
+    } else if (field == "freed") {
+      return stat.freed;
+    }
+  }
+  TORCH_CHECK_VALUE(
+      false,
+      "expected ",
+      owner,
+      ".memory_stats() to name statistics as torch does, "
+      "<statistic>.<all|small_pool|large_pool>.<current|peak|allocated|freed> "
+      "(such as allocated_bytes.all.current), but got '",
+      name,
+      "'");
+}
+#endif
 
 } // namespace
 
@@ -78,9 +196,131 @@ c10::DeviceIndex Hooks::maybeExchangeDevice(c10::DeviceIndex device) const {
 }
 
 bool Hooks::isPinnedPtr(const void* data) const {
-  return py_.has(kIsPinnedPtr) &&
-      py_.callAs<bool>(
-          kIsPinnedPtr, "a bool", reinterpret_cast<uintptr_t>(data));
+  return PinnedMemoryAllocator::get().contains(data) ||
+      (py_.has(kIsPinnedPtr) &&
+       py_.callAs<bool>(
+           kIsPinnedPtr, "a bool", reinterpret_cast<uintptr_t>(data)));
+}
+
+c10::Allocator* Hooks::getPinnedMemoryAllocator() const {
+  return &PinnedMemoryAllocator::get();
+}
+
+#if TORCH_ACC_HAVE_DEVICE_ALLOCATOR
+void Hooks::resetMemoryStats(Method method, c10::DeviceIndex device_index)
+    const {
+  if (py_.has(method)) {
+    py_.call(method, static_cast<int>(checkedIndex(device_index)));
+    return;
+  }
+  TORCH_CHECK(
+      !py_.has(kMemoryStats),
+      py_.owner(),
+      " defines memory_stats() but no ",
+      py_.name(method),
+      "(device_index)");
+}
+
+c10::CachingDeviceAllocator::DeviceStats Hooks::memoryStats(
+    c10::DeviceIndex device_index) const {
+  c10::CachingDeviceAllocator::DeviceStats stats;
+  if (!py_.has(kMemoryStats)) {
+    return stats;
+  }
+  const auto index = checkedIndex(device_index);
+  py::gil_scoped_acquire gil;
+  const auto figures = py_.callAs<std::unordered_map<std::string, int64_t>>(
+      kMemoryStats, "a dict of str to int", static_cast<int>(index));
+  for (const auto& [name, value] : figures) {
+    statistic(stats, name, py_.owner()) = value;
+  }
+  return stats;
+}
+
+void Hooks::resetPeakMemoryStats(c10::DeviceIndex device_index) const {
+  resetMemoryStats(kResetPeakMemoryStats, device_index);
+}
+
+void Hooks::resetAccumulatedMemoryStats(c10::DeviceIndex device_index) const {
+  resetMemoryStats(kResetAccumulatedMemoryStats, device_index);
+}
+
+void Hooks::emptyCache() const {
+  if (py_.has(kEmptyCache)) {
+    py_.call(kEmptyCache);
+  }
+}
+
+std::pair<size_t, size_t> Hooks::memGetInfo(
+    c10::DeviceIndex device_index) const {
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      py_.has(kMemGetInfo),
+      "the ",
+      c10::get_privateuse1_backend(),
+      " backend reports no free and total memory: its hooks (",
+      py_.owner(),
+      ") define no mem_get_info(device_index)");
+  return py_.callAs<std::pair<size_t, size_t>>(
+      kMemGetInfo,
+      "a (free, total) pair of ints",
+      static_cast<int>(checkedIndex(device_index)));
+}
+#endif
+
+c10::DeviceIndex Hooks::checkedIndex(c10::DeviceIndex device_index) const {
+  if (device_index == -1) {
+    return getCurrentDevice();
+  }
+  const auto count = deviceCount();
+  TORCH_CHECK_VALUE(
+      device_index >= 0 && device_index < count,
+      "expected a device index in [0, ",
+      static_cast<int>(count),
+      ") for ",
+      c10::get_privateuse1_backend(),
+      ", but got ",
+      static_cast<int>(device_index));
+  return device_index;
+}
+
+at::Generator Hooks::getNewGenerator(c10::DeviceIndex device_index) const {
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      py_.has(kGetNewGenerator),
+      "the ",
+      c10::get_privateuse1_backend(),
+      " backend has no random number generator: its hooks (",
+      py_.owner(),
+      ") define no get_new_generator(device_index)");
+  const auto index = checkedIndex(device_index);
+  py::gil_scoped_acquire gil;
+  py::object generator = py_.call(kGetNewGenerator, static_cast<int>(index));
+  return at::make_generator<PythonGeneratorImpl>(
+      index, generator, py_.owner() + ".get_new_generator");
+}
+
+const at::Generator& Hooks::getDefaultGenerator(
+    c10::DeviceIndex device_index) const {
+  const auto index = checkedIndex(device_index);
+  {
+    std::lock_guard<std::mutex> lock(generators_mutex_);
+    auto it = default_generators_.find(index);
+    if (it != default_generators_.end()) {
+      return it->second;
+    }
+  }
+  // Made without the lock (Python may let other threads run meanwhile); the
+  // first one stored wins.
+  at::Generator generator = getNewGenerator(index);
+  std::lock_guard<std::mutex> lock(generators_mutex_);
+  return default_generators_.emplace(index, std::move(generator)).first->second;
+}
+
+namespace {
+std::atomic<const Hooks*> registered{nullptr};
+} // namespace
+
+const Hooks* pythonHooks() {
+  return registered.load();
 }
 
 bool registerHooks(py::handle hooks) {
@@ -92,7 +332,14 @@ bool registerHooks(py::handle hooks) {
     return false;
   }
   // Lives for the rest of the process: at:: keeps a raw pointer to it.
-  at::RegisterPrivateUse1HooksInterface(new Hooks(hooks));
+  auto* ours = new Hooks(hooks);
+  at::RegisterPrivateUse1HooksInterface(ours);
+  registered = ours;
+#if TORCH_ACC_GENERATOR_REGISTRY
+  static at::_GeneratorRegister generators([](c10::DeviceIndex index) {
+    return at::detail::getPrivateUse1Hooks().getNewGenerator(index);
+  });
+#endif
   return true;
 }
 

@@ -4,6 +4,12 @@
 #include <torch/csrc/acc/compat.h>
 
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#if TORCH_ACC_HAVE_DEVICE_ALLOCATOR
+#include <c10/core/CachingDeviceAllocator.h>
+#endif
+
+#include <mutex>
+#include <unordered_map>
 
 namespace torch::acc {
 
@@ -19,8 +25,23 @@ struct PythonHooks {
 // available, every device has a primary context (a Python backend has no
 // context to create lazily), init() does nothing, and device queries
 // (count, current device) go to PrivateUse1's device guard, so that hooks and
-// guard never disagree. Generators and pinned memory fail with a message
-// naming the method to define.
+// guard never disagree. Generators fail with a message naming the method to
+// define.
+//
+// Generators: `get_new_generator(device_index)` returns a Python object that
+// holds the state of a new generator (see PythonGeneratorImpl). The default
+// generator of each device is made by it on first use and lives until exit.
+//
+// Pinned memory: a Python backend copies from any host memory, so the pinned
+// allocator hands out plain CPU memory and records it, so that is_pinned() is
+// true exactly for what it handed out (or what `is_pinned_ptr` recognizes).
+//
+// Memory figures (the device allocator behind torch.accelerator.memory_*):
+// `memory_stats(device_index)` returns a dict of torch's flat statistic names
+// ("allocated_bytes.all.current": bytes, ...), with `reset_peak_memory_stats`,
+// `reset_accumulated_memory_stats`, `empty_cache` and `mem_get_info` beside
+// it. A backend that defines none reports zeros: its data lives in Python
+// objects that no allocator of ours counts, and nothing is cached.
 class Hooks final : public at::PrivateUse1HooksInterface {
  public:
   enum Method : size_t {
@@ -29,6 +50,12 @@ class Hooks final : public at::PrivateUse1HooksInterface {
     kHasPrimaryContext,
     kInit,
     kIsPinnedPtr,
+    kGetNewGenerator,
+    kMemoryStats,
+    kResetPeakMemoryStats,
+    kResetAccumulatedMemoryStats,
+    kEmptyCache,
+    kMemGetInfo,
     kNumMethods,
   };
   static constexpr std::array<const char*, kNumMethods> kMethods = {
@@ -37,6 +64,12 @@ class Hooks final : public at::PrivateUse1HooksInterface {
       "has_primary_context",
       "init",
       "is_pinned_ptr",
+      "get_new_generator",
+      "memory_stats",
+      "reset_peak_memory_stats",
+      "reset_accumulated_memory_stats",
+      "empty_cache",
+      "mem_get_info",
   };
 
   explicit Hooks(py::handle hooks);
@@ -53,10 +86,42 @@ class Hooks final : public at::PrivateUse1HooksInterface {
   c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override;
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override;
   bool isPinnedPtr(const void* data) const override;
+  const at::Generator& getDefaultGenerator(
+      c10::DeviceIndex device_index) const override;
+  at::Generator getNewGenerator(
+      c10::DeviceIndex device_index = -1) const override;
+  c10::Allocator* getPinnedMemoryAllocator() const override;
+
+#if TORCH_ACC_HAVE_DEVICE_ALLOCATOR
+  c10::CachingDeviceAllocator::DeviceStats memoryStats(
+      c10::DeviceIndex device_index) const;
+  void resetPeakMemoryStats(c10::DeviceIndex device_index) const;
+  void resetAccumulatedMemoryStats(c10::DeviceIndex device_index) const;
+  void emptyCache() const;
+  std::pair<size_t, size_t> memGetInfo(c10::DeviceIndex device_index) const;
+#endif
 
  private:
+#if TORCH_ACC_HAVE_DEVICE_ALLOCATOR
+  // A reset of the figures memory_stats() reports: the Python method, or
+  // nothing to reset when the backend reports no figures.
+  void resetMemoryStats(Method method, c10::DeviceIndex device_index) const;
+#endif
+
+  // A valid device index for `device_index` (-1: the current device).
+  c10::DeviceIndex checkedIndex(c10::DeviceIndex device_index) const;
+
   PythonMethods<kNumMethods> py_;
+  // Default generators by device index. Node-based, so references handed out
+  // stay valid as it grows; guarded by the mutex, which is never held while
+  // Python runs.
+  mutable std::mutex generators_mutex_;
+  mutable std::unordered_map<c10::DeviceIndex, at::Generator>
+      default_generators_;
 };
+
+// PrivateUse1's hooks when they are ours, else nullptr.
+const Hooks* pythonHooks();
 
 // Installs `hooks` as PrivateUse1's hooks. Returns false, and installs
 // nothing, when PrivateUse1 already has hooks.

@@ -1,12 +1,15 @@
 #include <torch/csrc/acc/Module.h>
 
 #include <torch/csrc/PyInterpreter.h>
+#include <torch/csrc/acc/Autocast.h>
 #include <torch/csrc/acc/Bridge.h>
 #include <torch/csrc/acc/DeviceGuard.h>
 #include <torch/csrc/acc/EmptyTensor.h>
 #include <torch/csrc/acc/Hooks.h>
 #include <torch/csrc/acc/PayloadTensor.h>
 #include <torch/csrc/utils/pybind.h>
+
+#include <ATen/Context.h>
 
 namespace torch::acc {
 
@@ -122,6 +125,25 @@ void initBindings(PyObject* module) {
       py::arg("device_index"),
       py::call_guard<py::gil_scoped_release>(),
       "Waits for all work on PrivateUse1 device `device_index`.");
+
+  m.def(
+      "default_generator",
+      [](c10::DeviceIndex index) {
+        return at::globalContext().defaultGenerator(
+            c10::Device(c10::DeviceType::PrivateUse1, index));
+      },
+      py::arg("device_index"),
+      "The default torch.Generator of PrivateUse1 device `device_index` (-1: "
+      "the current device), made by the hooks' get_new_generator().");
+
+  m.def(
+      "register_autocast_kernels",
+      &registerAutocastKernels,
+      py::arg("ops"),
+      py::arg("policy"),
+      "Registers AutocastPrivateUse1 kernels with cast policy `policy` "
+      "('lower_precision_fp', 'fp32' or 'promote') for the aten overloads "
+      "`ops`; returns those this torch has.");
 
   m.def(
       "create_empty_tensor",

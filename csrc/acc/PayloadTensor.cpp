@@ -1,5 +1,7 @@
 #include <torch/csrc/acc/PayloadTensor.h>
 
+#include <torch/csrc/acc/Hooks.h>
+
 #include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
 #include <torch/csrc/PyInterpreter.h>
@@ -110,7 +112,16 @@ void PayloadTensorImpl::shallow_copy_from(
 
 namespace {
 
-class PayloadAllocator final : public c10::Allocator {
+#if TORCH_ACC_HAVE_DEVICE_ALLOCATOR
+using AllocatorBase = c10::DeviceAllocator;
+#else
+using AllocatorBase = c10::Allocator;
+#endif
+
+// It is also the device allocator that torch.accelerator's memory functions
+// ask: its figures are the backend's own, from the hooks (zeros when the
+// backend reports none).
+class PayloadAllocator final : public AllocatorBase {
  public:
   c10::DataPtr allocate(size_t n) override {
     const c10::Device device(c10::DeviceType::PrivateUse1, 0);
@@ -133,6 +144,52 @@ class PayloadAllocator final : public c10::Allocator {
         c10::get_privateuse1_backend(),
         ": it has no storage memory");
   }
+
+#if TORCH_ACC_HAVE_DEVICE_ALLOCATOR
+  bool initialized() override {
+    return true;
+  }
+
+  void emptyCache(c10::MempoolId_t /*mempool_id*/) override {
+    if (const auto* hooks = pythonHooks()) {
+      hooks->emptyCache();
+    }
+  }
+
+  // Payloads are Python objects whose lifetime Python manages; no storage of
+  // ours is reused behind a stream's back.
+  void recordStream(const c10::DataPtr& /*ptr*/, c10::Stream /*stream*/)
+      override {}
+
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(
+      c10::DeviceIndex device) override {
+    const auto* hooks = pythonHooks();
+    return hooks ? hooks->memoryStats(device)
+                 : c10::CachingDeviceAllocator::DeviceStats();
+  }
+
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    if (const auto* hooks = pythonHooks()) {
+      hooks->resetAccumulatedMemoryStats(device);
+    }
+  }
+
+  void resetPeakStats(c10::DeviceIndex device) override {
+    if (const auto* hooks = pythonHooks()) {
+      hooks->resetPeakMemoryStats(device);
+    }
+  }
+
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    const auto* hooks = pythonHooks();
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        hooks != nullptr,
+        "the hooks of ",
+        c10::get_privateuse1_backend(),
+        " report no free and total memory");
+    return hooks->memGetInfo(device);
+  }
+#endif
 };
 
 } // namespace

@@ -22,3 +22,13 @@
 #else
 #define TORCH_ACC_STREAM_NOEXCEPT
 #endif
+
+// torch.Generator(device=<PrivateUse1>) asks the hooks' getNewGenerator()
+// from 2.7; 2.6 asks the generator registry of
+// ATen/core/GeneratorForPrivateuseone.h instead.
+#define TORCH_ACC_GENERATOR_REGISTRY (!TORCH_ACC_TORCH_AT_LEAST(2, 7))
+
+// c10::DeviceAllocator, the allocator interface behind torch.accelerator's
+// memory_allocated() and friends, is in 2.13 and not in 2.6 (added in 2.9;
+// the releases between are not checked).
+#define TORCH_ACC_HAVE_DEVICE_ALLOCATOR TORCH_ACC_TORCH_AT_LEAST(2, 9)

@@ -19,13 +19,15 @@ Example::
 import functools
 import sys
 
+import ml_dtypes
 import numpy as np
 import torch
 
 from torch_acc import library, registry
+from torch_acc._C import PrivateUse1Hooks
 from torch_acc.backend_registration import setup_privateuseone_for_python_backend
 
-__all__ = ["DEVICE", "register", "setup"]
+__all__ = ["DEVICE", "NumpyGenerator", "register", "setup"]
 
 #: The device name this backend registers.
 DEVICE = "npy"
@@ -38,6 +40,7 @@ _TORCH_TO_NUMPY = {
     torch.int32: np.int32,
     torch.int64: np.int64,
     torch.float16: np.float16,
+    torch.bfloat16: ml_dtypes.bfloat16,
     torch.float32: np.float32,
     torch.float64: np.float64,
     torch.complex64: np.complex64,
@@ -96,13 +99,23 @@ def _as_strided(payload, size, stride, storage_offset):
     )
 
 
+# torch and NumPy exchange bfloat16 (ml_dtypes') data as the int16 of the same bits.
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+
+
 def _to_cpu(payload) -> torch.Tensor:
-    return torch.from_numpy(np.array(payload, order="C"))
+    arr = np.array(payload, order="C")
+    if arr.dtype == _BFLOAT16:
+        return torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(arr)
 
 
 def _from_cpu(tensor: torch.Tensor):
     _np_dtype(tensor.dtype)
-    return tensor.resolve_conj().resolve_neg().numpy().copy()
+    tensor = tensor.resolve_conj().resolve_neg()
+    if tensor.dtype == torch.bfloat16:
+        return tensor.view(torch.int16).numpy().view(_BFLOAT16).copy()
+    return tensor.numpy().copy()
 
 
 def _copy_into(dst, src):
@@ -110,6 +123,112 @@ def _copy_into(dst, src):
         np.copyto(dst, src, casting="unsafe")
         return dst
     return np.array(np.broadcast_to(src, np.shape(dst)), dtype=np.asarray(dst).dtype)
+
+
+# --- random numbers ---------------------------------------------------------------------
+
+
+class NumpyGenerator:
+    """The state of one ``torch.Generator`` of the ``npy`` device: a NumPy PCG64 generator.
+
+    ``numpy`` is the ``numpy.random.Generator`` the random kernels draw from. The state as
+    torch sees it (``get_state()``) is the seed followed by the PCG64 state, as bytes.
+    """
+
+    #: The seed of a new generator: the one torch gives its CPU and CUDA generators.
+    DEFAULT_SEED = 67280421310721
+    _FIELDS = (("seed", 8), ("state", 16), ("inc", 16), ("has_uint32", 1), ("uinteger", 4))
+    STATE_SIZE = sum(n for _, n in _FIELDS)
+
+    def __init__(self, seed: int = DEFAULT_SEED):
+        self.manual_seed(seed)
+
+    def manual_seed(self, seed: int) -> None:
+        self._seed = int(seed)
+        self.numpy = np.random.Generator(np.random.PCG64(self._seed))
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+    def get_state(self) -> torch.Tensor:
+        pcg = self.numpy.bit_generator.state
+        values = {"seed": self._seed, **pcg["state"], "has_uint32": pcg["has_uint32"],
+                  "uinteger": pcg["uinteger"]}
+        data = b"".join(values[name].to_bytes(n, "little") for name, n in self._FIELDS)
+        return torch.frombuffer(bytearray(data), dtype=torch.uint8)
+
+    def set_state(self, state: torch.Tensor) -> None:
+        if state.numel() != self.STATE_SIZE:
+            raise ValueError(
+                f"expected a {DEVICE} generator state of {self.STATE_SIZE} bytes, but got "
+                f"{state.numel()}"
+            )
+        data, values, start = bytes(state.numpy()), {}, 0
+        for name, n in self._FIELDS:
+            values[name] = int.from_bytes(data[start:start + n], "little")
+            start += n
+        self.manual_seed(values["seed"])
+        self.numpy.bit_generator.state = {
+            "bit_generator": "PCG64",
+            "state": {"state": values["state"], "inc": values["inc"]},
+            "has_uint32": values["has_uint32"],
+            "uinteger": values["uinteger"],
+        }
+
+
+class _Hooks(PrivateUse1Hooks):
+    def get_new_generator(self, device_index: int) -> NumpyGenerator:
+        return NumpyGenerator()
+
+    def get_amp_supported_dtype(self) -> list[torch.dtype]:
+        return [torch.float16, torch.bfloat16]
+
+
+def _normal_(self, mean=0.0, std=1.0, *, generator):
+    self[...] = generator.numpy.normal(mean, std, self.shape)
+    return self
+
+
+def _uniform_(self, from_=0.0, to=1.0, *, generator):
+    self[...] = generator.numpy.uniform(from_, to, self.shape)
+    return self
+
+
+def _bernoulli_(self, p=0.5, *, generator):
+    self[...] = generator.numpy.random(self.shape) < p
+    return self
+
+
+def _bernoulli(self, p=None, *, generator):
+    return (generator.numpy.random(self.shape) < (self if p is None else p)).astype(self.dtype)
+
+
+def _random_high(dtype: np.dtype) -> int:
+    """One past the largest value ``random_()`` draws for ``dtype`` (as torch's CPU kernel)."""
+    if dtype == np.bool_:
+        return 2
+    if dtype.kind == "f":
+        return 2 ** (np.finfo(dtype).nmant + 1) + 1
+    return int(np.iinfo(dtype).max) + 1
+
+
+def _random_(self, low=0, high=None, *, generator):
+    if high is None:
+        high = _random_high(self.dtype)
+    if low >= high:
+        raise ValueError(
+            f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}"
+        )
+    self[...] = generator.numpy.integers(low, high, self.shape, dtype=np.int64)
+    return self
+
+
+def _random_to(self, high, *, generator):
+    return _random_(self, 0, high, generator=generator)
+
+
+def _randperm_out(n, *, generator, out):
+    return generator.numpy.permutation(n).astype(out.dtype)
 
 
 # --- kernels ----------------------------------------------------------------------------
@@ -138,6 +257,11 @@ def _sub(a, b, *, alpha=1):
 
 def _mul(a, b):
     return _promoted(a * b, a, b)
+
+
+def _mm(a, b):
+    # NumPy multiplies bfloat16 matrices into float32.
+    return np.matmul(a, b).astype(_result_type(_kind(a), _kind(b)), copy=False)
 
 
 def _div(a, b):
@@ -170,6 +294,11 @@ def _mean(self, dim=None, keepdim=False, *, dtype=None):
     axis = None if not dim else tuple(dim)
     np_dtype = self.dtype if dtype is None else _np_dtype(dtype)
     return np.asarray(np.mean(self, axis=axis, keepdims=keepdim, dtype=np_dtype))
+
+
+def _cat(tensors, dim=0):
+    dtype = _result_type(*((_NUMPY_TO_TORCH[t.dtype], False) for t in tensors))
+    return np.concatenate(tensors, axis=dim, dtype=dtype)
 
 
 def _fill(self, value):
@@ -206,11 +335,23 @@ _KERNELS = {
     "log": np.log,
     "relu": lambda self: np.maximum(self, np.zeros((), self.dtype)),
     "threshold_backward": _threshold_backward,
-    "mm": np.matmul,
+    "mm": _mm,
+    "gt.Scalar": lambda self, other: np.asarray(self > other),
+    "cat": _cat,
     "sum.dim_IntList": _sum,
     "mean.dim": _mean,
     "fill_.Scalar": _fill,
     "zero_": _zero,
+    "normal_": _normal_,
+    "uniform_": _uniform_,
+    "bernoulli_.float": _bernoulli_,
+    "bernoulli_.Tensor": _bernoulli_,
+    "bernoulli": _bernoulli,
+    "bernoulli.p": _bernoulli,
+    "random_": _random_,
+    "random_.from": _random_,
+    "random_.to": _random_to,
+    "randperm.generator_out": _randperm_out,
 }
 
 _registered = False
@@ -219,7 +360,7 @@ _registered = False
 def setup() -> str:
     """Set up the ``npy`` device and register its kernels (idempotent). Returns ``"npy"``."""
     global _registered
-    setup_privateuseone_for_python_backend(DEVICE)
+    setup_privateuseone_for_python_backend(DEVICE, hook=_Hooks())
     if not _registered:
         library.impl_payload(
             as_strided=_as_strided, to_cpu=_to_cpu, from_cpu=_from_cpu, copy_into=_copy_into

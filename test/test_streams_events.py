@@ -1,0 +1,68 @@
+# Owner(s): ["module: PrivateUse1"]
+"""Streams and events of a synchronous Python backend, through torch's generic APIs."""
+
+import torch
+from torch.testing._internal.common_utils import run_tests, TestCase
+
+from torch_acc.backends import numpy as npy_backend
+
+npy_backend.setup()
+
+
+class TestStreams(TestCase):
+    def test_default_stream(self):
+        s = torch.Stream(device="npy")
+        self.assertEqual((s.device_type, s.device_index, s.stream_id),
+                         (torch._C._autograd.DeviceType.PrivateUse1.value, 0, 0))
+        self.assertEqual(s, torch.accelerator.current_stream())
+        self.assertTrue(s.query())
+        s.synchronize()
+
+    def test_work_on_a_stream_is_done(self):
+        s = torch.Stream(device="npy")
+        default = torch.accelerator.current_stream()
+        torch.accelerator.set_stream(s)
+        try:
+            y = torch.ones(3, device="npy") * 3
+        finally:
+            torch.accelerator.set_stream(default)
+        s.synchronize()
+        self.assertTrue(s.query())
+        self.assertEqual(y.cpu(), torch.full((3,), 3.0))
+
+    def test_wait_stream(self):
+        a = torch.Stream(device="npy")
+        b = torch.accelerator.current_stream()
+        a.wait_stream(b)
+        b.wait_stream(a)
+        self.assertTrue(a.query())
+
+
+class TestEvents(TestCase):
+    def test_record_query_synchronize(self):
+        e = torch.Event(device="npy")
+        x = torch.arange(4.0, device="npy") + 1
+        e.record()
+        self.assertTrue(e.query())
+        e.synchronize()
+        self.assertEqual(x.cpu(), torch.arange(4.0) + 1)
+
+    def test_stream_records_and_waits(self):
+        s = torch.accelerator.current_stream()
+        e = s.record_event()
+        self.assertIsInstance(e, torch.Event)
+        self.assertTrue(e.query())
+        s.wait_event(e)
+        e.wait(s)
+
+    def test_timing_is_an_error(self):
+        a = torch.Event(device="npy", enable_timing=True)
+        b = torch.Event(device="npy", enable_timing=True)
+        a.record()
+        b.record()
+        with self.assertRaisesRegex(RuntimeError, "cannot time events"):
+            a.elapsed_time(b)
+
+
+if __name__ == "__main__":
+    run_tests()
