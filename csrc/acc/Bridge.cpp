@@ -41,42 +41,45 @@ torch::Library& newLibrary(const char* ns = "aten") {
   return *libraries().back();
 }
 
-std::vector<int64_t> contiguousStrides(c10::IntArrayRef sizes) {
-  const auto strides = c10::contiguous_strides(sizes);
-  return {strides.begin(), strides.end()};
+// Attribute names a payload is asked for, interned once: the string-taking
+// attribute functions would make a new string object on every call.
+struct AttrNames {
+  PyObject* shape = PyUnicode_InternFromString("shape");
+  PyObject* dtype = PyUnicode_InternFromString("dtype");
+  PyObject* strides = PyUnicode_InternFromString("strides");
+};
+
+const AttrNames& attrNames() {
+  static const AttrNames names; // Never released, like every interned name.
+  return names;
 }
 
-std::vector<int64_t> toInts(py::handle seq, const char* what) {
-  try {
-    return seq.cast<std::vector<int64_t>>();
-  } catch (py::cast_error&) {
-    TORCH_CHECK_TYPE(
-        false,
-        "expected ",
-        what,
-        " to be a sequence of ints, but got ",
-        py::str(py::type::handle_of(seq)).cast<std::string>());
+py::object getAttr(py::handle obj, PyObject* name) {
+  PyObject* attr = PyObject_GetAttr(obj.ptr(), name);
+  if (attr == nullptr) {
+    throw py::error_already_set();
   }
+  return py::reinterpret_steal<py::object>(attr);
 }
 
 // Strides (in elements) of a payload: from `payload.strides` (bytes,
 // NumPy-style) when it has them, else contiguous.
-std::vector<int64_t> payloadStrides(
+c10::DimVector payloadStrides(
     py::handle payload,
     c10::IntArrayRef sizes,
     c10::ScalarType dtype) {
   if (THPVariable_Check(payload.ptr())) {
     // A torch.Tensor payload (a backend that keeps CPU tensors, say).
-    return THPVariable_Unpack(payload.ptr()).strides().vec();
+    return c10::DimVector(THPVariable_Unpack(payload.ptr()).strides());
   }
-  PyObject* attr = PyObject_GetAttrString(payload.ptr(), "strides");
+  PyObject* attr = PyObject_GetAttr(payload.ptr(), attrNames().strides);
   if (attr == nullptr) {
     PyErr_Clear();
-    return contiguousStrides(sizes);
+    return c10::contiguous_strides(sizes);
   }
   py::object strides = py::reinterpret_steal<py::object>(attr);
   if (strides.is_none()) {
-    return contiguousStrides(sizes);
+    return c10::contiguous_strides(sizes);
   }
   auto bytes = toInts(strides, "payload.strides");
   const auto item = static_cast<int64_t>(c10::elementSize(dtype));
@@ -115,6 +118,16 @@ c10::DeviceIndex currentDevice() {
       "!");
 }
 
+// How a non-tensor argument becomes a Python value, decided once per
+// argument from the schema: enums travel as ints in IValues, but torch's
+// Python APIs give them as their Python objects.
+enum class ValueKind : uint8_t {
+  kGeneric,
+  kScalarType,
+  kLayout,
+  kMemoryFormat,
+};
+
 bool typeIs(const c10::Argument& arg, c10::TypeKind kind) {
   const auto& t = arg.real_type();
   if (t->kind() == kind) {
@@ -124,20 +137,34 @@ bool typeIs(const c10::Argument& arg, c10::TypeKind kind) {
   return opt != nullptr && opt->getElementType()->kind() == kind;
 }
 
+ValueKind valueKind(const c10::Argument& arg) {
+  if (typeIs(arg, c10::TypeKind::ScalarTypeType)) {
+    return ValueKind::kScalarType;
+  }
+  if (typeIs(arg, c10::TypeKind::LayoutType)) {
+    return ValueKind::kLayout;
+  }
+  if (typeIs(arg, c10::TypeKind::MemoryFormatType)) {
+    return ValueKind::kMemoryFormat;
+  }
+  return ValueKind::kGeneric;
+}
+
 // The Python value of a non-tensor argument, as torch's Python APIs give it.
-py::object toPython(const c10::Argument& arg, c10::IValue value) {
+py::object toPython(ValueKind kind, c10::IValue value) {
   if (value.isNone()) {
     return py::none();
   }
-  if (typeIs(arg, c10::TypeKind::ScalarTypeType)) {
-    return py::cast(static_cast<c10::ScalarType>(value.toInt()));
-  }
-  if (typeIs(arg, c10::TypeKind::LayoutType)) {
-    return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(
-        torch::getTHPLayout(static_cast<c10::Layout>(value.toInt()))));
-  }
-  if (typeIs(arg, c10::TypeKind::MemoryFormatType)) {
-    return py::cast(static_cast<c10::MemoryFormat>(value.toInt()));
+  switch (kind) {
+    case ValueKind::kScalarType:
+      return py::cast(static_cast<c10::ScalarType>(value.toInt()));
+    case ValueKind::kLayout:
+      return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(
+          torch::getTHPLayout(static_cast<c10::Layout>(value.toInt()))));
+    case ValueKind::kMemoryFormat:
+      return py::cast(static_cast<c10::MemoryFormat>(value.toInt()));
+    case ValueKind::kGeneric:
+      break;
   }
   return torch::jit::toPyObject(std::move(value));
 }
@@ -145,8 +172,6 @@ py::object toPython(const c10::Argument& arg, c10::IValue value) {
 // One call of a Python kernel: arguments in, results out.
 class Call {
  public:
-  explicit Call(const c10::FunctionSchema& schema) : schema_(schema) {}
-
   // The payload (or Python scalar) for a tensor argument.
   py::object tensorArg(const at::Tensor& t) {
     if (!t.defined()) {
@@ -169,25 +194,23 @@ class Call {
     return py::none();
   }
 
-  py::object arg(size_t i, c10::IValue value) {
-    const auto& a = schema_.arguments()[i];
+  // `optional_tensors`: whether the argument is a Tensor?[] (whose IValue is
+  // a generic list).
+  py::object arg(c10::IValue value, ValueKind kind, bool optional_tensors) {
     if (value.isTensor()) {
       return tensorArg(value.toTensor());
     }
-    if (value.isTensorList() || value.isList()) {
-      if (value.isTensorList() ||
-          a.type()->isSubtypeOf(*c10::ListType::ofOptionalTensors())) {
-        py::list out;
-        for (const c10::IValue& item : value.toListRef()) {
-          out.append(item.isTensor() ? tensorArg(item.toTensor()) : py::none());
-        }
-        return std::move(out);
+    if (value.isTensorList() || (optional_tensors && value.isList())) {
+      py::list out;
+      for (const c10::IValue& item : value.toListRef()) {
+        out.append(item.isTensor() ? tensorArg(item.toTensor()) : py::none());
       }
+      return std::move(out);
     }
     if (value.isDevice()) {
       device_ = value.toDevice();
     }
-    return toPython(a, std::move(value));
+    return toPython(kind, std::move(value));
   }
 
   // The device of the results: that of the payload tensors, else the
@@ -213,7 +236,6 @@ class Call {
   }
 
  private:
-  const c10::FunctionSchema& schema_;
   at::Tensor first_;
   at::Tensor cpu_;
   std::optional<c10::Device> device_;
@@ -231,9 +253,28 @@ void rebindResult(
   rebind(tensor, result);
 }
 
-// A registered Python kernel. Its function and keyword names are strong
-// references kept until exit, like the registration itself (never released,
-// so nothing touches Python at shutdown).
+// The mutable argument a return aliases (in-place and out= overloads).
+std::optional<size_t> aliasedArg(
+    const c10::FunctionSchema& schema,
+    const c10::Argument& ret) {
+  if (ret.alias_info() == nullptr || !ret.alias_info()->isWrite()) {
+    return std::nullopt;
+  }
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].alias_info() != nullptr &&
+        args[i].alias_info()->beforeSets() == ret.alias_info()->beforeSets()) {
+      return i;
+    }
+  }
+  return std::nullopt;
+}
+
+// A registered Python kernel. How each argument and result converts is
+// worked out from the schema once, here, rather than on every call. Its
+// function and keyword names are strong references kept until exit, like the
+// registration itself (never released, so nothing touches Python at
+// shutdown).
 class PythonKernel final : public c10::OperatorKernel {
  public:
   PythonKernel(py::object fn, const c10::FunctionSchema& schema)
@@ -243,45 +284,53 @@ class PythonKernel final : public c10::OperatorKernel {
       if (a.kwarg_only()) {
         kwnames.append(py::str(a.name()));
       }
+      args_.push_back(
+          {valueKind(a),
+           a.type()->isSubtypeOf(*c10::ListType::ofOptionalTensors())});
     }
     kwnames_ = py::tuple(kwnames).release().ptr();
+    nkw_ = static_cast<size_t>(PyTuple_GET_SIZE(kwnames_));
+    for (const auto& r : schema.returns()) {
+      Return ret{Return::kOther, aliasedArg(schema, r), r.type()};
+      if (r.type()->kind() == c10::TypeKind::TensorType) {
+        ret.kind = Return::kTensor;
+      } else if (r.type()->isSubtypeOf(*c10::ListType::ofTensors())) {
+        ret.kind = Return::kTensorList;
+      }
+      returns_.push_back(std::move(ret));
+    }
   }
 
   void operator()(
-      const c10::OperatorHandle& op,
+      const c10::OperatorHandle& /*op*/,
       c10::DispatchKeySet /*ks*/,
       torch::jit::Stack* stack) {
-    const auto& schema = op.schema();
-    const auto n = schema.arguments().size();
+    const auto n = args_.size();
     py::gil_scoped_acquire gil;
-    Call call(schema);
-    std::vector<py::object> args;
+    Call call;
+    c10::SmallVector<py::object, 8> args;
+    c10::SmallVector<PyObject*, 8> argv;
     args.reserve(n);
+    argv.reserve(n);
     auto inputs = torch::jit::last(*stack, n);
     for (size_t i = 0; i < n; ++i) {
-      args.push_back(call.arg(i, inputs[i]));
+      args.push_back(
+          call.arg(inputs[i], args_[i].kind, args_[i].optional_tensors));
+      argv.push_back(args.back().ptr());
     }
     const auto device_index = call.deviceIndex();
-    std::vector<PyObject*> argv;
-    argv.reserve(n);
-    for (auto& a : args) {
-      argv.push_back(a.ptr());
-    }
-    const auto nkw = static_cast<size_t>(PyTuple_GET_SIZE(kwnames_));
     PyObject* raw = PyObject_Vectorcall(
-        fn_, argv.data(), n - nkw, nkw == 0 ? nullptr : kwnames_);
+        fn_, argv.data(), n - nkw_, nkw_ == 0 ? nullptr : kwnames_);
     if (raw == nullptr) {
       throw py::error_already_set();
     }
     py::object result = py::reinterpret_steal<py::object>(raw);
 
-    const auto& returns = schema.returns();
-    std::vector<c10::IValue> outputs;
-    outputs.reserve(returns.size());
-    for (size_t j = 0; j < returns.size(); ++j) {
-      py::object r = returns.size() == 1 ? result : result[py::int_(j)];
+    c10::SmallVector<c10::IValue, 2> outputs;
+    for (size_t j = 0; j < returns_.size(); ++j) {
+      py::object r = returns_.size() == 1 ? result : result[py::int_(j)];
       outputs.push_back(
-          output(schema, returns[j], inputs, args, std::move(r), device_index));
+          output(returns_[j], inputs, args, std::move(r), device_index));
     }
     torch::jit::drop(*stack, n);
     for (auto& o : outputs) {
@@ -290,53 +339,49 @@ class PythonKernel final : public c10::OperatorKernel {
   }
 
  private:
-  // The mutable argument a return aliases (in-place and out= overloads).
-  static std::optional<size_t> aliasedArg(
-      const c10::FunctionSchema& schema,
-      const c10::Argument& ret) {
-    if (ret.alias_info() == nullptr || !ret.alias_info()->isWrite()) {
-      return std::nullopt;
-    }
-    const auto& args = schema.arguments();
-    for (size_t i = 0; i < args.size(); ++i) {
-      if (args[i].alias_info() != nullptr &&
-          args[i].alias_info()->beforeSets() ==
-              ret.alias_info()->beforeSets()) {
-        return i;
-      }
-    }
-    return std::nullopt;
-  }
+  struct Arg {
+    ValueKind kind;
+    bool optional_tensors;
+  };
+  struct Return {
+    enum Kind : uint8_t { kTensor, kTensorList, kOther } kind;
+    // The mutable argument the return aliases (in-place and out=).
+    std::optional<size_t> aliased;
+    c10::TypePtr type;
+  };
 
-  c10::IValue output(
-      const c10::FunctionSchema& schema,
-      const c10::Argument& ret,
+  static c10::IValue output(
+      const Return& ret,
       c10::ArrayRef<c10::IValue> inputs,
-      const std::vector<py::object>& args,
+      c10::ArrayRef<py::object> args,
       py::object r,
-      c10::DeviceIndex device_index) const {
-    const auto& type = ret.type();
-    if (type->kind() == c10::TypeKind::TensorType) {
-      if (auto i = aliasedArg(schema, ret)) {
-        const at::Tensor& mutated = inputs[*i].toTensor();
-        rebindResult(mutated, args[*i], r);
-        return mutated;
+      c10::DeviceIndex device_index) {
+    switch (ret.kind) {
+      case Return::kTensor:
+        if (ret.aliased) {
+          const at::Tensor& mutated = inputs[*ret.aliased].toTensor();
+          rebindResult(mutated, args[*ret.aliased], r);
+          return mutated;
+        }
+        return wrap(r, device_index);
+      case Return::kTensorList: {
+        std::vector<at::Tensor> tensors;
+        for (py::handle item : r) {
+          tensors.push_back(wrap(item, device_index));
+        }
+        return tensors;
       }
-      return wrap(r, std::nullopt, std::nullopt, device_index, std::nullopt);
+      case Return::kOther:
+        break;
     }
-    if (type->isSubtypeOf(*c10::ListType::ofTensors())) {
-      std::vector<at::Tensor> tensors;
-      for (py::handle item : r) {
-        tensors.push_back(
-            wrap(item, std::nullopt, std::nullopt, device_index, std::nullopt));
-      }
-      return tensors;
-    }
-    return torch::jit::toIValue(r, type);
+    return torch::jit::toIValue(r, ret.type);
   }
 
   PyObject* fn_;
   PyObject* kwnames_;
+  size_t nkw_;
+  std::vector<Arg> args_;
+  std::vector<Return> returns_;
 };
 
 // Storage extent (in elements) a tensor's metadata reaches.
@@ -422,7 +467,7 @@ void fallbackKernel(
   auto inputs = torch::jit::last(*stack, n);
   for (size_t i = 0; i < n; ++i) {
     const auto& a = schema.arguments()[i];
-    py::object value = toPython(a, inputs[i]);
+    py::object value = toPython(valueKind(a), inputs[i]);
     if (a.kwarg_only()) {
       kwargs[py::str(a.name())] = value;
     } else {
@@ -479,24 +524,72 @@ c10::ScalarType scalarTypeOf(py::handle dtype) {
   return found->second;
 }
 
+c10::DimVector toInts(py::handle seq, const char* what) {
+  const auto fail = [&]() {
+    TORCH_CHECK_TYPE(
+        false,
+        "expected ",
+        what,
+        " to be a sequence of ints, but got ",
+        py::str(py::type::handle_of(seq)).cast<std::string>());
+  };
+  PyObject* obj = seq.ptr();
+  if (PyUnicode_Check(obj) || PyBytes_Check(obj) || !PySequence_Check(obj)) {
+    fail();
+  }
+  // A new reference to `obj` itself for a tuple or list (payload shapes are
+  // tuples), else a list of the items.
+  PyObject* fast = PySequence_Fast(obj, "");
+  if (fast == nullptr) {
+    PyErr_Clear();
+    fail();
+  }
+  const auto items = py::reinterpret_steal<py::object>(fast);
+  const auto n = PySequence_Fast_GET_SIZE(fast);
+  PyObject** item = PySequence_Fast_ITEMS(fast);
+  c10::DimVector out(n);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (PyFloat_Check(item[i])) {
+      fail();
+    }
+    out[i] = PyLong_AsLongLong(item[i]); // __index__ for non-ints
+    if (out[i] == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      fail();
+    }
+  }
+  return out;
+}
+
 at::Tensor wrap(
     py::handle payload,
-    std::optional<std::vector<int64_t>> sizes,
-    std::optional<c10::ScalarType> dtype,
     c10::DeviceIndex device_index,
-    std::optional<std::vector<int64_t>> strides) {
-  std::vector<int64_t> s = sizes
-      ? std::move(*sizes)
-      : toInts(payload.attr("shape"), "payload.shape");
+    std::optional<c10::IntArrayRef> sizes,
+    std::optional<c10::ScalarType> dtype,
+    std::optional<c10::IntArrayRef> strides) {
+  const at::Tensor* tensor = THPVariable_Check(payload.ptr())
+      ? &THPVariable_Unpack(payload.ptr())
+      : nullptr;
+  c10::DimVector s;
+  if (sizes) {
+    s.assign(sizes->begin(), sizes->end());
+  } else if (tensor != nullptr) {
+    s.assign(tensor->sizes().begin(), tensor->sizes().end());
+  } else {
+    s = toInts(getAttr(payload, attrNames().shape), "payload.shape");
+  }
   for (const auto size : s) {
     TORCH_CHECK_VALUE(
         size >= 0,
         "expected non-negative sizes, but got ",
         c10::IntArrayRef(s));
   }
-  const auto st = dtype ? *dtype : scalarTypeOf(payload.attr("dtype"));
-  std::vector<int64_t> st_strides =
-      strides ? std::move(*strides) : payloadStrides(payload, s, st);
+  const auto st = dtype   ? *dtype
+      : tensor != nullptr ? tensor->scalar_type()
+                          : scalarTypeOf(getAttr(payload, attrNames().dtype));
+  c10::DimVector st_strides = strides
+      ? c10::DimVector(strides->begin(), strides->end())
+      : payloadStrides(payload, s, st);
   TORCH_CHECK_VALUE(
       st_strides.size() == s.size(),
       "expected one stride per dimension (",
@@ -516,15 +609,16 @@ void rebind(const at::Tensor& tensor, py::handle result) {
       c10::get_privateuse1_backend(),
       "; in-place kernels must write into the payload they are given when "
       "it is a view");
-  const auto dtype = scalarTypeOf(result.attr("dtype"));
+  const auto dtype = scalarTypeOf(getAttr(result, attrNames().dtype));
   TORCH_CHECK(
       dtype == tensor.scalar_type(),
       "expected the kernel to return a ",
       tensor.scalar_type(),
       " payload for the tensor it mutates, but got ",
       dtype);
-  auto sizes = toInts(result.attr("shape"), "payload.shape");
-  auto strides = payloadStrides(result, sizes, dtype);
+  const auto sizes =
+      toInts(getAttr(result, attrNames().shape), "payload.shape");
+  const auto strides = payloadStrides(result, sizes, dtype);
   impl.slot()->bind(result, sizes, strides);
   impl.set_sizes_and_strides(sizes, strides, 0);
 }
