@@ -74,13 +74,12 @@ def _result_type(*kinds) -> np.dtype:
     return np.dtype(_np_dtype(torch.result_type(*(operand(k) for k in kinds))))
 
 
-def _promoted(result, *operands):
-    """``result`` in the dtype PyTorch gives for ``operands`` (NumPy promotes differently)."""
-    first = operands[0]
-    if all(isinstance(o, np.ndarray) and o.dtype == first.dtype for o in operands):
+def _promoted(result, a, b):
+    """``result`` in the dtype PyTorch gives for ``a`` and ``b`` (NumPy promotes differently)."""
+    # The common case first, without a generator or a call: every binary kernel runs this.
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype:
         return result
-    dtype = _result_type(*(_kind(o) for o in operands))
-    return np.asarray(result, dtype=dtype)
+    return np.asarray(result, dtype=_result_type(_kind(a), _kind(b)))
 
 
 # --- payload functions ------------------------------------------------------------------
