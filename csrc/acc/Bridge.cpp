@@ -1,5 +1,8 @@
 #include <torch/csrc/acc/Bridge.h>
 
+#include <ATen/ExpandUtils.h>
+#include <ATen/InferSize.h>
+#include <ATen/TensorUtils.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/strides.h>
@@ -9,6 +12,7 @@
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <memory>
 #include <unordered_map>
 
@@ -62,15 +66,29 @@ py::object getAttr(py::handle obj, PyObject* name) {
   return py::reinterpret_steal<py::object>(attr);
 }
 
-// Strides (in elements) of a payload: from `payload.strides` (bytes,
+// The tensor a payload is, or nullptr. THPVariable_Check without its
+// isinstance() (which looks up __instancecheck__): most payloads are not
+// tensors, and every kernel result asks.
+const at::Tensor* payloadTensor(py::handle payload) {
+  if (THPVariableClass == nullptr ||
+      !PyType_IsSubtype(
+          Py_TYPE(payload.ptr()),
+          reinterpret_cast<PyTypeObject*>(THPVariableClass))) {
+    return nullptr;
+  }
+  return &THPVariable_Unpack(payload.ptr());
+}
+
+// Strides (in elements) of a payload: those of a torch.Tensor payload (a
+// backend that keeps CPU tensors, say), else from `payload.strides` (bytes,
 // NumPy-style) when it has them, else contiguous.
 c10::DimVector payloadStrides(
     py::handle payload,
+    const at::Tensor* tensor,
     c10::IntArrayRef sizes,
     c10::ScalarType dtype) {
-  if (THPVariable_Check(payload.ptr())) {
-    // A torch.Tensor payload (a backend that keeps CPU tensors, say).
-    return c10::DimVector(THPVariable_Unpack(payload.ptr()).strides());
+  if (tensor != nullptr) {
+    return c10::DimVector(tensor->strides());
   }
   PyObject* attr = PyObject_GetAttr(payload.ptr(), attrNames().strides);
   if (attr == nullptr) {
@@ -282,7 +300,14 @@ class PythonKernel final : public c10::OperatorKernel {
     py::list kwnames;
     for (const auto& a : schema.arguments()) {
       if (a.kwarg_only()) {
-        kwnames.append(py::str(a.name()));
+        // Interned, like the parameter names of Python functions: CPython
+        // matches keywords to parameters by identity before comparing text.
+        PyObject* name = PyUnicode_FromString(a.name().c_str());
+        if (name == nullptr) {
+          throw py::error_already_set();
+        }
+        PyUnicode_InternInPlace(&name);
+        kwnames.append(py::reinterpret_steal<py::object>(name));
       }
       args_.push_back(
           {valueKind(a),
@@ -442,16 +467,338 @@ void viewKernel(
   }
 }
 
+// The metadata of a view: what a view operator computes.
+struct ViewGeometry {
+  c10::DimVector sizes;
+  c10::DimVector strides;
+  int64_t offset;
+};
+
+ViewGeometry geometryOf(const at::Tensor& t) {
+  return {
+      c10::DimVector(t.sizes()),
+      c10::DimVector(t.strides()),
+      t.storage_offset()};
+}
+
+// Direct metadata of the common view operators, computed from the base and
+// the arguments on the stack (`args[0]` is the base). Each returns nullopt
+// for arguments it leaves to the general path (`viewKernel`): anything
+// invalid, so that the operator's meta kernel raises its own error.
+using DirectView = std::optional<ViewGeometry> (*)(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> args);
+
+// A dimension index wrapped into [0, ndim), or nullopt when out of range.
+std::optional<int64_t> wrapDim(int64_t dim, int64_t ndim) {
+  if (dim < -ndim || dim >= ndim) {
+    return std::nullopt;
+  }
+  return dim < 0 ? dim + ndim : dim;
+}
+
+std::optional<ViewGeometry> sameView(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> /*args*/) {
+  return geometryOf(self);
+}
+
+std::optional<ViewGeometry> viewView(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> args) {
+  const auto size = args[1].toDimVector();
+  // infer_size_dv raises the operator's own error for a size that does not
+  // fit; a layout the view cannot express goes to the meta kernel's error.
+  const auto inferred = at::infer_size_dv(size, self.numel());
+  auto strides =
+      at::detail::computeStride(self.sizes(), self.strides(), inferred);
+  if (!strides) {
+    return std::nullopt;
+  }
+  return ViewGeometry{inferred, std::move(*strides), self.storage_offset()};
+}
+
+std::optional<ViewGeometry> transposeView(
+    const at::Tensor& self,
+    int64_t dim0,
+    int64_t dim1) {
+  const auto d0 = wrapDim(dim0, self.dim());
+  const auto d1 = wrapDim(dim1, self.dim());
+  if (!d0 || !d1) {
+    return std::nullopt;
+  }
+  auto g = geometryOf(self);
+  std::swap(g.sizes[*d0], g.sizes[*d1]);
+  std::swap(g.strides[*d0], g.strides[*d1]);
+  return g;
+}
+
+std::optional<ViewGeometry> transposeIntView(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> args) {
+  return transposeView(self, args[1].toInt(), args[2].toInt());
+}
+
+std::optional<ViewGeometry> tView(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> /*args*/) {
+  if (self.dim() < 2) {
+    return geometryOf(self);
+  }
+  return self.dim() == 2 ? transposeView(self, 0, 1) : std::nullopt;
+}
+
+std::optional<ViewGeometry> permuteView(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> args) {
+  const auto dims = args[1].toDimVector();
+  const auto ndim = self.dim();
+  if (static_cast<int64_t>(dims.size()) != ndim) {
+    return std::nullopt;
+  }
+  ViewGeometry g{c10::DimVector(ndim), c10::DimVector(ndim), 0};
+  g.offset = self.storage_offset();
+  std::vector<bool> seen(ndim, false);
+  for (int64_t i = 0; i < ndim; ++i) {
+    const auto d = wrapDim(dims[i], ndim);
+    if (!d || seen[*d]) {
+      return std::nullopt;
+    }
+    seen[*d] = true;
+    g.sizes[i] = self.size(*d);
+    g.strides[i] = self.stride(*d);
+  }
+  return g;
+}
+
+std::optional<ViewGeometry> selectView(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> args) {
+  const auto dim = wrapDim(args[1].toInt(), self.dim());
+  if (!dim) {
+    return std::nullopt;
+  }
+  const auto size = self.size(*dim);
+  auto index = args[2].toInt();
+  if (index < -size || index >= size) {
+    return std::nullopt;
+  }
+  if (index < 0) {
+    index += size;
+  }
+  auto g = geometryOf(self);
+  g.offset += index * g.strides[*dim];
+  g.sizes.erase(g.sizes.begin() + *dim);
+  g.strides.erase(g.strides.begin() + *dim);
+  return g;
+}
+
+std::optional<ViewGeometry> sliceView(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> args) {
+  const auto dim = wrapDim(args[1].toInt(), self.dim());
+  const auto step = args[4].toInt();
+  if (!dim || step <= 0) {
+    return std::nullopt;
+  }
+  // The clamping of at::native::slice: out-of-range bounds are clamped, not
+  // errors.
+  const auto size = self.size(*dim);
+  auto start = args[2].isNone() ? 0 : args[2].toInt();
+  auto end = args[3].isNone() ? size : args[3].toInt();
+  if (start < 0) {
+    start += size;
+  }
+  if (end < 0) {
+    end += size;
+  }
+  start = std::clamp<int64_t>(start, 0, size);
+  end = std::clamp<int64_t>(end, start, size);
+  auto g = geometryOf(self);
+  g.offset += start * g.strides[*dim];
+  g.sizes[*dim] = (end - start + step - 1) / step;
+  g.strides[*dim] *= step;
+  return g;
+}
+
+std::optional<ViewGeometry> expandView(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> args) {
+  // Raises the operator's own errors for sizes that do not expand.
+  auto r = at::inferExpandGeometry_dimvector(
+      self.sizes(), self.strides(), args[1].toDimVector());
+  return ViewGeometry{
+      std::move(r.sizes), std::move(r.strides), self.storage_offset()};
+}
+
+std::optional<ViewGeometry> unsqueezeView(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> args) {
+  const auto dim = wrapDim(args[1].toInt(), self.dim() + 1);
+  if (!dim) {
+    return std::nullopt;
+  }
+  auto g = geometryOf(self);
+  const auto stride = *dim >= self.dim() ? 1 : g.sizes[*dim] * g.strides[*dim];
+  g.sizes.insert(g.sizes.begin() + *dim, 1);
+  g.strides.insert(g.strides.begin() + *dim, stride);
+  return g;
+}
+
+std::optional<ViewGeometry> squeezeView(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> /*args*/) {
+  ViewGeometry g{{}, {}, self.storage_offset()};
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (self.size(d) != 1) {
+      g.sizes.push_back(self.size(d));
+      g.strides.push_back(self.stride(d));
+    }
+  }
+  return g;
+}
+
+std::optional<ViewGeometry> squeezeDimView(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> args) {
+  const auto dim = wrapDim(args[1].toInt(), self.dim());
+  if (!dim) {
+    return std::nullopt;
+  }
+  auto g = geometryOf(self);
+  if (g.sizes[*dim] == 1) {
+    g.sizes.erase(g.sizes.begin() + *dim);
+    g.strides.erase(g.strides.begin() + *dim);
+  }
+  return g;
+}
+
+std::optional<ViewGeometry> asStridedView(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> args) {
+  ViewGeometry g{
+      args[1].toDimVector(),
+      args[2].toDimVector(),
+      args[3].isNone() ? self.storage_offset() : args[3].toInt()};
+  if (g.sizes.size() != g.strides.size() || g.offset < 0) {
+    return std::nullopt;
+  }
+  // Within the base's extent, as the meta kernel checks against the storage
+  // it is given.
+  int64_t last = g.offset;
+  for (size_t d = 0; d < g.sizes.size(); ++d) {
+    if (g.sizes[d] < 0 || g.strides[d] < 0) {
+      return std::nullopt;
+    }
+    if (g.sizes[d] == 0) {
+      return g;
+    }
+    last += (g.sizes[d] - 1) * g.strides[d];
+  }
+  return last < extent(self) ? std::optional<ViewGeometry>(std::move(g))
+                             : std::nullopt;
+}
+
+std::optional<ViewGeometry> diagonalView(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> args) {
+  const auto offset = args[1].toInt();
+  const auto d1 = wrapDim(args[2].toInt(), self.dim());
+  const auto d2 = wrapDim(args[3].toInt(), self.dim());
+  if (!d1 || !d2 || *d1 == *d2) {
+    return std::nullopt;
+  }
+  // As at::native::diagonal.
+  auto g = geometryOf(self);
+  int64_t diag_size = 0;
+  if (offset >= 0) {
+    diag_size =
+        std::max<int64_t>(std::min(g.sizes[*d1], g.sizes[*d2] - offset), 0);
+  } else {
+    diag_size =
+        std::max<int64_t>(std::min(g.sizes[*d1] + offset, g.sizes[*d2]), 0);
+  }
+  if (diag_size > 0) {
+    g.offset +=
+        offset >= 0 ? offset * g.strides[*d2] : -offset * g.strides[*d1];
+  }
+  const auto diag_stride = g.strides[*d1] + g.strides[*d2];
+  const auto hi = std::max(*d1, *d2);
+  const auto lo = std::min(*d1, *d2);
+  for (const auto d : {hi, lo}) {
+    g.sizes.erase(g.sizes.begin() + d);
+    g.strides.erase(g.strides.begin() + d);
+  }
+  g.sizes.push_back(diag_size);
+  g.strides.push_back(diag_stride);
+  return g;
+}
+
+// The kernel of a common view operator: its metadata computed directly, by
+// `direct`, and the meta kernel's path (viewKernel) for anything else.
+template <DirectView direct>
+void directViewKernel(
+    const c10::OperatorHandle& op,
+    c10::DispatchKeySet ks,
+    torch::jit::Stack* stack) {
+  const auto n = op.schema().arguments().size();
+  const auto args = torch::jit::last(*stack, n);
+  const at::Tensor& base = args[0].toTensor();
+  if (auto* impl = maybePayloadImpl(base)) {
+    if (auto g = direct(base, args)) {
+      auto view = makePayloadTensor(
+          impl->slot(),
+          base.scalar_type(),
+          base.device().index(),
+          g->sizes,
+          g->strides,
+          g->offset);
+      torch::jit::drop(*stack, n);
+      stack->push_back(std::move(view));
+      return;
+    }
+  }
+  viewKernel(op, ks, stack);
+}
+
+// View operators whose metadata is computed directly (the common ones).
+using MakeKernel = torch::CppFunction (*)();
+template <DirectView direct>
+constexpr MakeKernel kDirect =
+    &torch::CppFunction::makeFromBoxedFunction<&directViewKernel<direct>>;
+
+constexpr std::pair<const char*, MakeKernel> kDirectViewOps[] = {
+    {"alias", kDirect<&sameView>},
+    {"as_strided", kDirect<&asStridedView>},
+    {"detach", kDirect<&sameView>},
+    {"diagonal", kDirect<&diagonalView>},
+    {"expand", kDirect<&expandView>},
+    {"lift_fresh", kDirect<&sameView>},
+    {"permute", kDirect<&permuteView>},
+    {"select.int", kDirect<&selectView>},
+    {"slice.Tensor", kDirect<&sliceView>},
+    {"squeeze", kDirect<&squeezeView>},
+    {"squeeze.dim", kDirect<&squeezeDimView>},
+    {"t", kDirect<&tView>},
+    {"transpose.int", kDirect<&transposeIntView>},
+    {"unsqueeze", kDirect<&unsqueezeView>},
+    {"view", kDirect<&viewView>},
+    {"_unsafe_view", kDirect<&viewView>},
+};
+
 // Operators that return views of (or alias) their first argument, and whose
-// metadata their meta kernel computes. Overloads that a torch release lacks
+// metadata their meta kernel computes (the rest of them, and every one where
+// kDirectViewOps' functions decline). Overloads that a torch release lacks
 // are skipped.
 constexpr const char* kViewOps[] = {
-    "alias",         "as_strided",   "detach",         "diagonal",
-    "expand",        "lift_fresh",   "narrow",         "permute",
-    "select.int",    "slice.Tensor", "split.Tensor",   "split_with_sizes",
-    "squeeze",       "squeeze.dim",  "squeeze.dims",   "t",
-    "transpose.int", "unbind.int",   "unfold",         "unsqueeze",
-    "view",          "_unsafe_view", "_reshape_alias", "chunk",
+    "narrow",
+    "split.Tensor",
+    "split_with_sizes",
+    "squeeze.dims",
+    "unbind.int",
+    "unfold",
+    "_reshape_alias",
+    "chunk",
 };
 
 void fallbackKernel(
@@ -567,9 +914,7 @@ at::Tensor wrap(
     std::optional<c10::IntArrayRef> sizes,
     std::optional<c10::ScalarType> dtype,
     std::optional<c10::IntArrayRef> strides) {
-  const at::Tensor* tensor = THPVariable_Check(payload.ptr())
-      ? &THPVariable_Unpack(payload.ptr())
-      : nullptr;
+  const at::Tensor* tensor = payloadTensor(payload);
   c10::DimVector s;
   if (sizes) {
     s.assign(sizes->begin(), sizes->end());
@@ -589,7 +934,7 @@ at::Tensor wrap(
                           : scalarTypeOf(getAttr(payload, attrNames().dtype));
   c10::DimVector st_strides = strides
       ? c10::DimVector(strides->begin(), strides->end())
-      : payloadStrides(payload, s, st);
+      : payloadStrides(payload, tensor, s, st);
   TORCH_CHECK_VALUE(
       st_strides.size() == s.size(),
       "expected one stride per dimension (",
@@ -618,7 +963,8 @@ void rebind(const at::Tensor& tensor, py::handle result) {
       dtype);
   const auto sizes =
       toInts(getAttr(result, attrNames().shape), "payload.shape");
-  const auto strides = payloadStrides(result, sizes, dtype);
+  const auto strides =
+      payloadStrides(result, payloadTensor(result), sizes, dtype);
   impl.slot()->bind(result, sizes, strides);
   impl.set_sizes_and_strides(sizes, strides, 0);
 }
@@ -682,17 +1028,21 @@ void registerViewKernels() {
   }
   done = true;
   auto& lib = newLibrary();
-  for (const char* name : kViewOps) {
+  const auto add = [&](const char* name, MakeKernel make) {
     const std::string qualified = std::string("aten::") + name;
     const auto dot = qualified.find('.');
     const auto op_name = qualified.substr(0, dot);
     const auto overload =
         dot == std::string::npos ? "" : qualified.substr(dot + 1);
     if (c10::Dispatcher::singleton().findSchema({op_name, overload})) {
-      lib.impl(
-          qualified.c_str(),
-          torch::CppFunction::makeFromBoxedFunction<&viewKernel>());
+      lib.impl(qualified.c_str(), make());
     }
+  };
+  for (const auto& [name, make] : kDirectViewOps) {
+    add(name, make);
+  }
+  for (const char* name : kViewOps) {
+    add(name, &torch::CppFunction::makeFromBoxedFunction<&viewKernel>);
   }
 }
 
