@@ -184,6 +184,17 @@ py::object toPython(ValueKind kind, c10::IValue value) {
     case ValueKind::kGeneric:
       break;
   }
+  // Numbers directly: most scalar arguments are (alpha=1, dims, flags), and
+  // toPyObject's general conversion costs more than the conversion itself.
+  if (value.isInt()) {
+    return py::int_(value.toInt());
+  }
+  if (value.isBool()) {
+    return py::bool_(value.toBool());
+  }
+  if (value.isDouble()) {
+    return py::float_(value.toDouble());
+  }
   return torch::jit::toPyObject(std::move(value));
 }
 

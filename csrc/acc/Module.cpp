@@ -137,7 +137,9 @@ PyMethodDef methods[] = {
     {"wrap",
      reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(pyWrap)),
      METH_FASTCALL | METH_KEYWORDS,
-     R"(wrap(payload, *, shape=None, dtype=None, device=None, strides=None) -> Tensor
+     // The first lines are the signature inspect.signature() reads.
+     R"(wrap(payload, *, shape=None, dtype=None, device=None, strides=None)
+--
 
 A tensor on the Python backend's device whose data is ``payload``.
 
