@@ -47,8 +47,9 @@ void setViewFunction(py::object fn);
 void registerKernel(const std::string& name, py::object fn);
 
 // Registers the C++ view kernels (view, as_strided, transpose, slice, ...)
-// for PrivateUse1: metadata comes from the operator's meta kernel and the
-// result shares the payload of its base.
+// for PrivateUse1: the result shares the payload of its base, and its
+// metadata is computed directly for the common view operators, else by the
+// operator's meta kernel.
 void registerViewKernels();
 
 // Installs the PrivateUse1 fallback for operators without a kernel: it calls
