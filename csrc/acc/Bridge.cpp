@@ -207,10 +207,10 @@ class Call {
       return py::none();
     }
     if (t.is_privateuseone()) {
-      if (!first_.defined()) {
-        first_ = t;
-      } else if (t.device() != first_.device()) {
-        mixedDevices(first_, t);
+      if (first_ == nullptr) {
+        first_ = &t;
+      } else if (t.device() != first_->device()) {
+        mixedDevices(*first_, t);
       }
       return materialize(t);
     }
@@ -225,7 +225,10 @@ class Call {
 
   // `optional_tensors`: whether the argument is a Tensor?[] (whose IValue is
   // a generic list).
-  py::object arg(c10::IValue value, ValueKind kind, bool optional_tensors) {
+  py::object arg(
+      const c10::IValue& value,
+      ValueKind kind,
+      bool optional_tensors) {
     if (value.isTensor()) {
       return tensorArg(value.toTensor());
     }
@@ -239,14 +242,14 @@ class Call {
     if (value.isDevice()) {
       device_ = value.toDevice();
     }
-    return toPython(kind, std::move(value));
+    return toPython(kind, value);
   }
 
   // The device of the results: that of the payload tensors, else the
   // `device` argument, else the current one.
   c10::DeviceIndex deviceIndex() {
-    if (cpu_.defined() && first_.defined()) {
-      mixedDevices(first_, cpu_);
+    if (cpu_.defined() && first_ != nullptr) {
+      mixedDevices(*first_, cpu_);
     }
     TORCH_CHECK(
         !cpu_.defined(),
@@ -254,8 +257,8 @@ class Call {
         cpu_.device(),
         " for an operator running on ",
         c10::get_privateuse1_backend());
-    if (first_.defined()) {
-      return first_.device().index();
+    if (first_ != nullptr) {
+      return first_->device().index();
     }
     if (device_.has_value() && device_->type() == kPrivateUse1 &&
         device_->has_index()) {
@@ -265,7 +268,9 @@ class Call {
   }
 
  private:
-  at::Tensor first_;
+  // The first payload tensor argument; arguments are IValues on the stack,
+  // which outlive the call, so no reference count is taken.
+  const at::Tensor* first_ = nullptr;
   at::Tensor cpu_;
   std::optional<c10::Device> device_;
 };
