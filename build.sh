@@ -37,7 +37,9 @@ build() {
   # Each torch version builds into its own folders; the extension is then copied next to
   # the sources (torch_acc/_C*.so), which the editable install points at.
   log "building torch_acc._C against torch $TORCH_VERSION"
-  "$PY" setup.py --quiet build_ext --inplace \
+  # Without autoload: torch would import this package's entry points, whose torch_acc._C may
+  # still be the build for another torch version.
+  TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PY" setup.py --quiet build_ext --inplace \
     --build-lib "build/lib-torch$TORCH_VERSION" --build-temp "build/temp-torch$TORCH_VERSION"
   if ! "$PY" -m pip show --quiet torch_acc >/dev/null 2>&1; then
     "$PY" -m pip install --quiet --disable-pip-version-check --no-build-isolation --no-deps -e .

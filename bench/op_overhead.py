@@ -50,8 +50,10 @@ CASES = ("a + b", "a.sum()", "a @ b", "create", "a + b (grad)")
 
 #: (calls per timed loop, timed loops per subprocess, warm-up calls, rounds) for each mode.
 #: Each round runs every implementation's subprocess once, in turn, so that a slow spell of
-#: the machine falls on all of them; a time is the median of all the rounds' loops.
-LOOPS = {"quick": (500, 5, 200, 1), "full": (2000, 5, 500, 3)}
+#: the machine falls on all of them; a time is the median of all the rounds' loops. The full
+#: mode favours more, shorter rounds: on a shared machine a slow spell lasts seconds, and
+#: with 3 rounds one spell could move a ratio by a third.
+LOOPS = {"quick": (500, 5, 200, 1), "full": (2000, 3, 500, 7)}
 
 
 def time_samples(fn, number: int, repeats: int, warmup: int) -> list[float]:

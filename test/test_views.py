@@ -82,6 +82,70 @@ class TestViews(TestCase):
         self.assertEqual((dev[0] @ dev[1].t()).cpu(), cpu[0] @ cpu[1].t())
         self.assertEqual(dev[:, 1].sum(1).cpu(), cpu[:, 1].sum(1))
 
+    def test_direct_metadata_edge_cases(self):
+        # The common view operators compute their metadata in C++ without the meta kernel;
+        # these are the arguments where that computation could drift from torch's.
+        cases = {
+            "view_infer": lambda t: t.view(-1, 4),
+            "view_of_slice": lambda t: t[:, 1:].view(2, 8),
+            "view_scalar": lambda t: t[0, 0, 0].view(1, 1),
+            "t_1d": lambda t: t[0, 0].t(),
+            "transpose_negative": lambda t: t.transpose(-1, 0),
+            "transpose_same": lambda t: t.transpose(1, 1),
+            "permute_negative": lambda t: t.permute(-1, 0, -2),
+            "select_negative": lambda t: t.select(-1, -1),
+            "slice_clamped": lambda t: t[:, -10:10],
+            "slice_empty": lambda t: t[:, 2:1],
+            "slice_step": lambda t: t[..., 1::3],
+            "slice_of_select": lambda t: t[1][:, 1:][1:],
+            "expand_keep": lambda t: t[:, :1].expand(-1, 3, -1),
+            "expand_new_dims": lambda t: t[0, 0].expand(2, 3, 4),
+            "unsqueeze_end": lambda t: t.unsqueeze(-1),
+            "unsqueeze_negative": lambda t: t[0].unsqueeze(-3),
+            "squeeze_all": lambda t: t[:1, :, :1].squeeze(),
+            "squeeze_noop": lambda t: t.squeeze(1),
+            "squeeze_scalar": lambda t: t[0, 0, 0].squeeze(),
+            "as_strided_offset": lambda t: t[1].as_strided((2, 2), (1, 3)),
+            "as_strided_empty": lambda t: t.as_strided((0, 3), (1, 1), 30),
+            "diagonal_offset": lambda t: t.diagonal(1, 1, 2),
+            "diagonal_negative": lambda t: t.diagonal(-1, -1, 1),
+            "diagonal_out_of_range": lambda t: t.diagonal(5),
+            "detach": lambda t: t[1].detach(),
+            "alias": lambda t: torch.ops.aten.alias(t[:, 1]),
+        }
+        for name, fn in cases.items():
+            with self.subTest(view=name):
+                cpu = fn(_base())
+                dev = fn(_base().to("npy"))
+                self.assertEqual(
+                    (dev.shape, dev.stride(), dev.storage_offset()),
+                    (cpu.shape, cpu.stride(), cpu.storage_offset()),
+                )
+                self.assertEqual(dev.cpu(), cpu)
+
+    def test_direct_metadata_errors_match_cpu(self):
+        # Invalid arguments take the meta kernel's path, which raises torch's own errors.
+        cases = {
+            "view_incompatible": lambda t: t.transpose(0, 2).view(-1),
+            "view_bad_size": lambda t: t.view(5, 5),
+            "transpose_dim": lambda t: t.transpose(0, 3),
+            "permute_repeated": lambda t: t.permute(0, 0, 1),
+            "permute_length": lambda t: t.permute(0, 1),
+            "select_index": lambda t: t.select(1, 3),
+            "select_scalar": lambda t: t[0, 0, 0].select(0, 0),
+            "slice_step": lambda t: torch.ops.aten.slice(t, 0, 0, 2, 0),
+            "expand_shrink": lambda t: t.expand(2, 2, 4),
+            "unsqueeze_dim": lambda t: t.unsqueeze(4),
+            "diagonal_same_dims": lambda t: t.diagonal(0, 1, 1),
+            "t_3d": lambda t: t.t(),
+        }
+        for name, fn in cases.items():
+            with self.subTest(view=name):
+                with self.assertRaises(Exception) as cpu_error:
+                    fn(_base())
+                with self.assertRaises(type(cpu_error.exception)):
+                    fn(_base().to("npy"))
+
     def test_reshape_and_contiguous(self):
         cpu = _base().transpose(0, 2)
         dev = _base().to("npy").transpose(0, 2)

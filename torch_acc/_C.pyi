@@ -1,5 +1,5 @@
 # Defined in torch/csrc/acc/Module.cpp
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from torch import Generator, Tensor, UntypedStorage
 from torch.types import _dtype, _int
@@ -31,10 +31,11 @@ def payload_nbytes(tensor: Tensor) -> _int: ...
 def is_payload_tensor(tensor: Tensor) -> bool: ...
 def wrap(
     payload: object,
-    shape: Sequence[_int] | None = None,
+    *,
+    shape: tuple[_int, ...] | list[_int] | None = None,
     dtype: _dtype | None = None,
-    device_index: _int = 0,
-    strides: Sequence[_int] | None = None,
+    device: object = None,
+    strides: tuple[_int, ...] | list[_int] | None = None,
 ) -> Tensor: ...
 def rebind(tensor: Tensor, payload: object) -> None: ...
 def register_kernel(name: str, fn: Callable[..., object]) -> None: ...

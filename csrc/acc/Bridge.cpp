@@ -3,6 +3,9 @@
 #include <torch/csrc/acc/Generator.h>
 
 #include <ATen/Context.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/InferSize.h>
+#include <ATen/TensorUtils.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/strides.h>
@@ -12,6 +15,7 @@
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <memory>
 #include <unordered_map>
 
@@ -44,42 +48,59 @@ torch::Library& newLibrary(const char* ns = "aten") {
   return *libraries().back();
 }
 
-std::vector<int64_t> contiguousStrides(c10::IntArrayRef sizes) {
-  const auto strides = c10::contiguous_strides(sizes);
-  return {strides.begin(), strides.end()};
+// Attribute names a payload is asked for, interned once: the string-taking
+// attribute functions would make a new string object on every call.
+struct AttrNames {
+  PyObject* shape = PyUnicode_InternFromString("shape");
+  PyObject* dtype = PyUnicode_InternFromString("dtype");
+  PyObject* strides = PyUnicode_InternFromString("strides");
+};
+
+const AttrNames& attrNames() {
+  static const AttrNames names; // Never released, like every interned name.
+  return names;
 }
 
-std::vector<int64_t> toInts(py::handle seq, const char* what) {
-  try {
-    return seq.cast<std::vector<int64_t>>();
-  } catch (py::cast_error&) {
-    TORCH_CHECK_TYPE(
-        false,
-        "expected ",
-        what,
-        " to be a sequence of ints, but got ",
-        py::str(py::type::handle_of(seq)).cast<std::string>());
+py::object getAttr(py::handle obj, PyObject* name) {
+  PyObject* attr = PyObject_GetAttr(obj.ptr(), name);
+  if (attr == nullptr) {
+    throw py::error_already_set();
   }
+  return py::reinterpret_steal<py::object>(attr);
 }
 
-// Strides (in elements) of a payload: from `payload.strides` (bytes,
+// The tensor a payload is, or nullptr. THPVariable_Check without its
+// isinstance() (which looks up __instancecheck__): most payloads are not
+// tensors, and every kernel result asks.
+const at::Tensor* payloadTensor(py::handle payload) {
+  if (THPVariableClass == nullptr ||
+      !PyType_IsSubtype(
+          Py_TYPE(payload.ptr()),
+          reinterpret_cast<PyTypeObject*>(THPVariableClass))) {
+    return nullptr;
+  }
+  return &THPVariable_Unpack(payload.ptr());
+}
+
+// Strides (in elements) of a payload: those of a torch.Tensor payload (a
+// backend that keeps CPU tensors, say), else from `payload.strides` (bytes,
 // NumPy-style) when it has them, else contiguous.
-std::vector<int64_t> payloadStrides(
+c10::DimVector payloadStrides(
     py::handle payload,
+    const at::Tensor* tensor,
     c10::IntArrayRef sizes,
     c10::ScalarType dtype) {
-  if (THPVariable_Check(payload.ptr())) {
-    // A torch.Tensor payload (a backend that keeps CPU tensors, say).
-    return THPVariable_Unpack(payload.ptr()).strides().vec();
+  if (tensor != nullptr) {
+    return c10::DimVector(tensor->strides());
   }
-  PyObject* attr = PyObject_GetAttrString(payload.ptr(), "strides");
+  PyObject* attr = PyObject_GetAttr(payload.ptr(), attrNames().strides);
   if (attr == nullptr) {
     PyErr_Clear();
-    return contiguousStrides(sizes);
+    return c10::contiguous_strides(sizes);
   }
   py::object strides = py::reinterpret_steal<py::object>(attr);
   if (strides.is_none()) {
-    return contiguousStrides(sizes);
+    return c10::contiguous_strides(sizes);
   }
   auto bytes = toInts(strides, "payload.strides");
   const auto item = static_cast<int64_t>(c10::elementSize(dtype));
@@ -118,6 +139,18 @@ c10::DeviceIndex currentDevice() {
       "!");
 }
 
+// How a non-tensor argument becomes a Python value, decided once per
+// argument from the schema: enums travel as ints in IValues, but torch's
+// Python APIs give them as their Python objects.
+enum class ValueKind : uint8_t {
+  kGeneric,
+  kScalarType,
+  kLayout,
+  kMemoryFormat,
+  // Resolved once the device is known (Call::generators).
+  kGenerator,
+};
+
 bool typeIs(const c10::Argument& arg, c10::TypeKind kind) {
   const auto& t = arg.real_type();
   if (t->kind() == kind) {
@@ -127,20 +160,49 @@ bool typeIs(const c10::Argument& arg, c10::TypeKind kind) {
   return opt != nullptr && opt->getElementType()->kind() == kind;
 }
 
+ValueKind valueKind(const c10::Argument& arg) {
+  if (typeIs(arg, c10::TypeKind::ScalarTypeType)) {
+    return ValueKind::kScalarType;
+  }
+  if (typeIs(arg, c10::TypeKind::LayoutType)) {
+    return ValueKind::kLayout;
+  }
+  if (typeIs(arg, c10::TypeKind::MemoryFormatType)) {
+    return ValueKind::kMemoryFormat;
+  }
+  if (typeIs(arg, c10::TypeKind::GeneratorType)) {
+    return ValueKind::kGenerator;
+  }
+  return ValueKind::kGeneric;
+}
+
 // The Python value of a non-tensor argument, as torch's Python APIs give it.
-py::object toPython(const c10::Argument& arg, c10::IValue value) {
+py::object toPython(ValueKind kind, c10::IValue value) {
   if (value.isNone()) {
     return py::none();
   }
-  if (typeIs(arg, c10::TypeKind::ScalarTypeType)) {
-    return py::cast(static_cast<c10::ScalarType>(value.toInt()));
+  switch (kind) {
+    case ValueKind::kScalarType:
+      return py::cast(static_cast<c10::ScalarType>(value.toInt()));
+    case ValueKind::kLayout:
+      return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(
+          torch::getTHPLayout(static_cast<c10::Layout>(value.toInt()))));
+    case ValueKind::kMemoryFormat:
+      return py::cast(static_cast<c10::MemoryFormat>(value.toInt()));
+    case ValueKind::kGeneric:
+    case ValueKind::kGenerator:
+      break;
   }
-  if (typeIs(arg, c10::TypeKind::LayoutType)) {
-    return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(
-        torch::getTHPLayout(static_cast<c10::Layout>(value.toInt()))));
+  // Numbers directly: most scalar arguments are (alpha=1, dims, flags), and
+  // toPyObject's general conversion costs more than the conversion itself.
+  if (value.isInt()) {
+    return py::int_(value.toInt());
   }
-  if (typeIs(arg, c10::TypeKind::MemoryFormatType)) {
-    return py::cast(static_cast<c10::MemoryFormat>(value.toInt()));
+  if (value.isBool()) {
+    return py::bool_(value.toBool());
+  }
+  if (value.isDouble()) {
+    return py::float_(value.toDouble());
   }
   return torch::jit::toPyObject(std::move(value));
 }
@@ -148,18 +210,16 @@ py::object toPython(const c10::Argument& arg, c10::IValue value) {
 // One call of a Python kernel: arguments in, results out.
 class Call {
  public:
-  explicit Call(const c10::FunctionSchema& schema) : schema_(schema) {}
-
   // The payload (or Python scalar) for a tensor argument.
   py::object tensorArg(const at::Tensor& t) {
     if (!t.defined()) {
       return py::none();
     }
     if (t.is_privateuseone()) {
-      if (!first_.defined()) {
-        first_ = t;
-      } else if (t.device() != first_.device()) {
-        mixedDevices(first_, t);
+      if (first_ == nullptr) {
+        first_ = &t;
+      } else if (t.device() != first_->device()) {
+        mixedDevices(*first_, t);
       }
       return materialize(t);
     }
@@ -172,40 +232,33 @@ class Call {
     return py::none();
   }
 
-  py::object arg(size_t i, c10::IValue value) {
-    const auto& a = schema_.arguments()[i];
-    if (typeIs(a, c10::TypeKind::GeneratorType)) {
-      // Resolved by generators(), once the device is known.
-      generators_.emplace_back(
-          i,
-          value.isNone() ? std::nullopt
-                         : std::make_optional(value.toGenerator()));
-      return py::none();
-    }
+  // `optional_tensors`: whether the argument is a Tensor?[] (whose IValue is
+  // a generic list).
+  py::object arg(
+      const c10::IValue& value,
+      ValueKind kind,
+      bool optional_tensors) {
     if (value.isTensor()) {
       return tensorArg(value.toTensor());
     }
-    if (value.isTensorList() || value.isList()) {
-      if (value.isTensorList() ||
-          a.type()->isSubtypeOf(*c10::ListType::ofOptionalTensors())) {
-        py::list out;
-        for (const c10::IValue& item : value.toListRef()) {
-          out.append(item.isTensor() ? tensorArg(item.toTensor()) : py::none());
-        }
-        return std::move(out);
+    if (value.isTensorList() || (optional_tensors && value.isList())) {
+      py::list out;
+      for (const c10::IValue& item : value.toListRef()) {
+        out.append(item.isTensor() ? tensorArg(item.toTensor()) : py::none());
       }
+      return std::move(out);
     }
     if (value.isDevice()) {
       device_ = value.toDevice();
     }
-    return toPython(a, std::move(value));
+    return toPython(kind, value);
   }
 
   // The device of the results: that of the payload tensors, else the
   // `device` argument, else the current one.
   c10::DeviceIndex deviceIndex() {
-    if (cpu_.defined() && first_.defined()) {
-      mixedDevices(first_, cpu_);
+    if (cpu_.defined() && first_ != nullptr) {
+      mixedDevices(*first_, cpu_);
     }
     TORCH_CHECK(
         !cpu_.defined(),
@@ -213,8 +266,8 @@ class Call {
         cpu_.device(),
         " for an operator running on ",
         c10::get_privateuse1_backend());
-    if (first_.defined()) {
-      return first_.device().index();
+    if (first_ != nullptr) {
+      return first_->device().index();
     }
     if (device_.has_value() && device_->type() == kPrivateUse1 &&
         device_->has_index()) {
@@ -225,21 +278,34 @@ class Call {
 
   // Generator arguments become the Python object holding the generator's
   // state; none given is the default generator of the device, as native
-  // kernels take it.
-  void generators(std::vector<py::object>& args, c10::DeviceIndex index) {
+  // kernels take it. `args[i]` is a placeholder until the device is known.
+  void generator(size_t i, const c10::IValue& value) {
+    generators_.emplace_back(
+        i,
+        value.isNone() ? std::nullopt
+                       : std::make_optional(value.toGenerator()));
+  }
+
+  void generators(
+      c10::SmallVector<py::object, 8>& args,
+      c10::SmallVector<PyObject*, 8>& argv,
+      c10::DeviceIndex index,
+      const char* op) {
     for (const auto& [i, generator] : generators_) {
       args[i] = generatorObject(
           generator ? *generator
                     : at::globalContext().defaultGenerator(
                           c10::Device(kPrivateUse1, index)),
-          schema_.name().c_str());
+          op);
+      argv[i] = args[i].ptr();
     }
   }
 
  private:
-  const c10::FunctionSchema& schema_;
   std::vector<std::pair<size_t, std::optional<at::Generator>>> generators_;
-  at::Tensor first_;
+  // The first payload tensor argument; arguments are IValues on the stack,
+  // which outlive the call, so no reference count is taken.
+  const at::Tensor* first_ = nullptr;
   at::Tensor cpu_;
   std::optional<c10::Device> device_;
 };
@@ -256,58 +322,97 @@ void rebindResult(
   rebind(tensor, result);
 }
 
-// A registered Python kernel. Its function and keyword names are strong
-// references kept until exit, like the registration itself (never released,
-// so nothing touches Python at shutdown).
+// The mutable argument a return aliases (in-place and out= overloads).
+std::optional<size_t> aliasedArg(
+    const c10::FunctionSchema& schema,
+    const c10::Argument& ret) {
+  if (ret.alias_info() == nullptr || !ret.alias_info()->isWrite()) {
+    return std::nullopt;
+  }
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].alias_info() != nullptr &&
+        args[i].alias_info()->beforeSets() == ret.alias_info()->beforeSets()) {
+      return i;
+    }
+  }
+  return std::nullopt;
+}
+
+// A registered Python kernel. How each argument and result converts is
+// worked out from the schema once, here, rather than on every call. Its
+// function and keyword names are strong references kept until exit, like the
+// registration itself (never released, so nothing touches Python at
+// shutdown).
 class PythonKernel final : public c10::OperatorKernel {
  public:
   PythonKernel(py::object fn, const c10::FunctionSchema& schema)
-      : fn_(fn.release().ptr()) {
+      : fn_(fn.release().ptr()), name_(schema.name()) {
     py::list kwnames;
     for (const auto& a : schema.arguments()) {
       if (a.kwarg_only()) {
-        kwnames.append(py::str(a.name()));
+        // Interned, like the parameter names of Python functions: CPython
+        // matches keywords to parameters by identity before comparing text.
+        PyObject* name = PyUnicode_FromString(a.name().c_str());
+        if (name == nullptr) {
+          throw py::error_already_set();
+        }
+        PyUnicode_InternInPlace(&name);
+        kwnames.append(py::reinterpret_steal<py::object>(name));
       }
+      args_.push_back(
+          {valueKind(a),
+           a.type()->isSubtypeOf(*c10::ListType::ofOptionalTensors())});
     }
     kwnames_ = py::tuple(kwnames).release().ptr();
+    nkw_ = static_cast<size_t>(PyTuple_GET_SIZE(kwnames_));
+    for (const auto& r : schema.returns()) {
+      Return ret{Return::kOther, aliasedArg(schema, r), r.type()};
+      if (r.type()->kind() == c10::TypeKind::TensorType) {
+        ret.kind = Return::kTensor;
+      } else if (r.type()->isSubtypeOf(*c10::ListType::ofTensors())) {
+        ret.kind = Return::kTensorList;
+      }
+      returns_.push_back(std::move(ret));
+    }
   }
 
   void operator()(
-      const c10::OperatorHandle& op,
+      const c10::OperatorHandle& /*op*/,
       c10::DispatchKeySet /*ks*/,
       torch::jit::Stack* stack) {
-    const auto& schema = op.schema();
-    const auto n = schema.arguments().size();
+    const auto n = args_.size();
     py::gil_scoped_acquire gil;
-    Call call(schema);
-    std::vector<py::object> args;
+    Call call;
+    c10::SmallVector<py::object, 8> args;
+    c10::SmallVector<PyObject*, 8> argv;
     args.reserve(n);
+    argv.reserve(n);
     auto inputs = torch::jit::last(*stack, n);
     for (size_t i = 0; i < n; ++i) {
-      args.push_back(call.arg(i, inputs[i]));
+      if (args_[i].kind == ValueKind::kGenerator) {
+        call.generator(i, inputs[i]);
+        args.push_back(py::none());
+      } else {
+        args.push_back(
+            call.arg(inputs[i], args_[i].kind, args_[i].optional_tensors));
+      }
+      argv.push_back(args.back().ptr());
     }
     const auto device_index = call.deviceIndex();
-    call.generators(args, device_index);
-    std::vector<PyObject*> argv;
-    argv.reserve(n);
-    for (auto& a : args) {
-      argv.push_back(a.ptr());
-    }
-    const auto nkw = static_cast<size_t>(PyTuple_GET_SIZE(kwnames_));
+    call.generators(args, argv, device_index, name_.c_str());
     PyObject* raw = PyObject_Vectorcall(
-        fn_, argv.data(), n - nkw, nkw == 0 ? nullptr : kwnames_);
+        fn_, argv.data(), n - nkw_, nkw_ == 0 ? nullptr : kwnames_);
     if (raw == nullptr) {
       throw py::error_already_set();
     }
     py::object result = py::reinterpret_steal<py::object>(raw);
 
-    const auto& returns = schema.returns();
-    std::vector<c10::IValue> outputs;
-    outputs.reserve(returns.size());
-    for (size_t j = 0; j < returns.size(); ++j) {
-      py::object r = returns.size() == 1 ? result : result[py::int_(j)];
+    c10::SmallVector<c10::IValue, 2> outputs;
+    for (size_t j = 0; j < returns_.size(); ++j) {
+      py::object r = returns_.size() == 1 ? result : result[py::int_(j)];
       outputs.push_back(
-          output(schema, returns[j], inputs, args, std::move(r), device_index));
+          output(returns_[j], inputs, args, std::move(r), device_index));
     }
     torch::jit::drop(*stack, n);
     for (auto& o : outputs) {
@@ -316,53 +421,50 @@ class PythonKernel final : public c10::OperatorKernel {
   }
 
  private:
-  // The mutable argument a return aliases (in-place and out= overloads).
-  static std::optional<size_t> aliasedArg(
-      const c10::FunctionSchema& schema,
-      const c10::Argument& ret) {
-    if (ret.alias_info() == nullptr || !ret.alias_info()->isWrite()) {
-      return std::nullopt;
-    }
-    const auto& args = schema.arguments();
-    for (size_t i = 0; i < args.size(); ++i) {
-      if (args[i].alias_info() != nullptr &&
-          args[i].alias_info()->beforeSets() ==
-              ret.alias_info()->beforeSets()) {
-        return i;
-      }
-    }
-    return std::nullopt;
-  }
+  struct Arg {
+    ValueKind kind;
+    bool optional_tensors;
+  };
+  struct Return {
+    enum Kind : uint8_t { kTensor, kTensorList, kOther } kind;
+    // The mutable argument the return aliases (in-place and out=).
+    std::optional<size_t> aliased;
+    c10::TypePtr type;
+  };
 
-  c10::IValue output(
-      const c10::FunctionSchema& schema,
-      const c10::Argument& ret,
+  static c10::IValue output(
+      const Return& ret,
       c10::ArrayRef<c10::IValue> inputs,
-      const std::vector<py::object>& args,
+      c10::ArrayRef<py::object> args,
       py::object r,
-      c10::DeviceIndex device_index) const {
-    const auto& type = ret.type();
-    if (type->kind() == c10::TypeKind::TensorType) {
-      if (auto i = aliasedArg(schema, ret)) {
-        const at::Tensor& mutated = inputs[*i].toTensor();
-        rebindResult(mutated, args[*i], r);
-        return mutated;
+      c10::DeviceIndex device_index) {
+    switch (ret.kind) {
+      case Return::kTensor:
+        if (ret.aliased) {
+          const at::Tensor& mutated = inputs[*ret.aliased].toTensor();
+          rebindResult(mutated, args[*ret.aliased], r);
+          return mutated;
+        }
+        return wrap(r, device_index);
+      case Return::kTensorList: {
+        std::vector<at::Tensor> tensors;
+        for (py::handle item : r) {
+          tensors.push_back(wrap(item, device_index));
+        }
+        return tensors;
       }
-      return wrap(r, std::nullopt, std::nullopt, device_index, std::nullopt);
+      case Return::kOther:
+        break;
     }
-    if (type->isSubtypeOf(*c10::ListType::ofTensors())) {
-      std::vector<at::Tensor> tensors;
-      for (py::handle item : r) {
-        tensors.push_back(
-            wrap(item, std::nullopt, std::nullopt, device_index, std::nullopt));
-      }
-      return tensors;
-    }
-    return torch::jit::toIValue(r, type);
+    return torch::jit::toIValue(r, ret.type);
   }
 
   PyObject* fn_;
+  std::string name_;
   PyObject* kwnames_;
+  size_t nkw_;
+  std::vector<Arg> args_;
+  std::vector<Return> returns_;
 };
 
 // Storage extent (in elements) a tensor's metadata reaches.
@@ -423,16 +525,338 @@ void viewKernel(
   }
 }
 
+// The metadata of a view: what a view operator computes.
+struct ViewGeometry {
+  c10::DimVector sizes;
+  c10::DimVector strides;
+  int64_t offset;
+};
+
+ViewGeometry geometryOf(const at::Tensor& t) {
+  return {
+      c10::DimVector(t.sizes()),
+      c10::DimVector(t.strides()),
+      t.storage_offset()};
+}
+
+// Direct metadata of the common view operators, computed from the base and
+// the arguments on the stack (`args[0]` is the base). Each returns nullopt
+// for arguments it leaves to the general path (`viewKernel`): anything
+// invalid, so that the operator's meta kernel raises its own error.
+using DirectView = std::optional<ViewGeometry> (*)(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> args);
+
+// A dimension index wrapped into [0, ndim), or nullopt when out of range.
+std::optional<int64_t> wrapDim(int64_t dim, int64_t ndim) {
+  if (dim < -ndim || dim >= ndim) {
+    return std::nullopt;
+  }
+  return dim < 0 ? dim + ndim : dim;
+}
+
+std::optional<ViewGeometry> sameView(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> /*args*/) {
+  return geometryOf(self);
+}
+
+std::optional<ViewGeometry> viewView(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> args) {
+  const auto size = args[1].toDimVector();
+  // infer_size_dv raises the operator's own error for a size that does not
+  // fit; a layout the view cannot express goes to the meta kernel's error.
+  const auto inferred = at::infer_size_dv(size, self.numel());
+  auto strides =
+      at::detail::computeStride(self.sizes(), self.strides(), inferred);
+  if (!strides) {
+    return std::nullopt;
+  }
+  return ViewGeometry{inferred, std::move(*strides), self.storage_offset()};
+}
+
+std::optional<ViewGeometry> transposeView(
+    const at::Tensor& self,
+    int64_t dim0,
+    int64_t dim1) {
+  const auto d0 = wrapDim(dim0, self.dim());
+  const auto d1 = wrapDim(dim1, self.dim());
+  if (!d0 || !d1) {
+    return std::nullopt;
+  }
+  auto g = geometryOf(self);
+  std::swap(g.sizes[*d0], g.sizes[*d1]);
+  std::swap(g.strides[*d0], g.strides[*d1]);
+  return g;
+}
+
+std::optional<ViewGeometry> transposeIntView(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> args) {
+  return transposeView(self, args[1].toInt(), args[2].toInt());
+}
+
+std::optional<ViewGeometry> tView(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> /*args*/) {
+  if (self.dim() < 2) {
+    return geometryOf(self);
+  }
+  return self.dim() == 2 ? transposeView(self, 0, 1) : std::nullopt;
+}
+
+std::optional<ViewGeometry> permuteView(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> args) {
+  const auto dims = args[1].toDimVector();
+  const auto ndim = self.dim();
+  if (static_cast<int64_t>(dims.size()) != ndim) {
+    return std::nullopt;
+  }
+  ViewGeometry g{c10::DimVector(ndim), c10::DimVector(ndim), 0};
+  g.offset = self.storage_offset();
+  std::vector<bool> seen(ndim, false);
+  for (int64_t i = 0; i < ndim; ++i) {
+    const auto d = wrapDim(dims[i], ndim);
+    if (!d || seen[*d]) {
+      return std::nullopt;
+    }
+    seen[*d] = true;
+    g.sizes[i] = self.size(*d);
+    g.strides[i] = self.stride(*d);
+  }
+  return g;
+}
+
+std::optional<ViewGeometry> selectView(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> args) {
+  const auto dim = wrapDim(args[1].toInt(), self.dim());
+  if (!dim) {
+    return std::nullopt;
+  }
+  const auto size = self.size(*dim);
+  auto index = args[2].toInt();
+  if (index < -size || index >= size) {
+    return std::nullopt;
+  }
+  if (index < 0) {
+    index += size;
+  }
+  auto g = geometryOf(self);
+  g.offset += index * g.strides[*dim];
+  g.sizes.erase(g.sizes.begin() + *dim);
+  g.strides.erase(g.strides.begin() + *dim);
+  return g;
+}
+
+std::optional<ViewGeometry> sliceView(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> args) {
+  const auto dim = wrapDim(args[1].toInt(), self.dim());
+  const auto step = args[4].toInt();
+  if (!dim || step <= 0) {
+    return std::nullopt;
+  }
+  // The clamping of at::native::slice: out-of-range bounds are clamped, not
+  // errors.
+  const auto size = self.size(*dim);
+  auto start = args[2].isNone() ? 0 : args[2].toInt();
+  auto end = args[3].isNone() ? size : args[3].toInt();
+  if (start < 0) {
+    start += size;
+  }
+  if (end < 0) {
+    end += size;
+  }
+  start = std::clamp<int64_t>(start, 0, size);
+  end = std::clamp<int64_t>(end, start, size);
+  auto g = geometryOf(self);
+  g.offset += start * g.strides[*dim];
+  g.sizes[*dim] = (end - start + step - 1) / step;
+  g.strides[*dim] *= step;
+  return g;
+}
+
+std::optional<ViewGeometry> expandView(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> args) {
+  // Raises the operator's own errors for sizes that do not expand.
+  auto r = at::inferExpandGeometry_dimvector(
+      self.sizes(), self.strides(), args[1].toDimVector());
+  return ViewGeometry{
+      std::move(r.sizes), std::move(r.strides), self.storage_offset()};
+}
+
+std::optional<ViewGeometry> unsqueezeView(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> args) {
+  const auto dim = wrapDim(args[1].toInt(), self.dim() + 1);
+  if (!dim) {
+    return std::nullopt;
+  }
+  auto g = geometryOf(self);
+  const auto stride = *dim >= self.dim() ? 1 : g.sizes[*dim] * g.strides[*dim];
+  g.sizes.insert(g.sizes.begin() + *dim, 1);
+  g.strides.insert(g.strides.begin() + *dim, stride);
+  return g;
+}
+
+std::optional<ViewGeometry> squeezeView(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> /*args*/) {
+  ViewGeometry g{{}, {}, self.storage_offset()};
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (self.size(d) != 1) {
+      g.sizes.push_back(self.size(d));
+      g.strides.push_back(self.stride(d));
+    }
+  }
+  return g;
+}
+
+std::optional<ViewGeometry> squeezeDimView(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> args) {
+  const auto dim = wrapDim(args[1].toInt(), self.dim());
+  if (!dim) {
+    return std::nullopt;
+  }
+  auto g = geometryOf(self);
+  if (g.sizes[*dim] == 1) {
+    g.sizes.erase(g.sizes.begin() + *dim);
+    g.strides.erase(g.strides.begin() + *dim);
+  }
+  return g;
+}
+
+std::optional<ViewGeometry> asStridedView(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> args) {
+  ViewGeometry g{
+      args[1].toDimVector(),
+      args[2].toDimVector(),
+      args[3].isNone() ? self.storage_offset() : args[3].toInt()};
+  if (g.sizes.size() != g.strides.size() || g.offset < 0) {
+    return std::nullopt;
+  }
+  // Within the base's extent, as the meta kernel checks against the storage
+  // it is given.
+  int64_t last = g.offset;
+  for (size_t d = 0; d < g.sizes.size(); ++d) {
+    if (g.sizes[d] < 0 || g.strides[d] < 0) {
+      return std::nullopt;
+    }
+    if (g.sizes[d] == 0) {
+      return g;
+    }
+    last += (g.sizes[d] - 1) * g.strides[d];
+  }
+  return last < extent(self) ? std::optional<ViewGeometry>(std::move(g))
+                             : std::nullopt;
+}
+
+std::optional<ViewGeometry> diagonalView(
+    const at::Tensor& self,
+    c10::ArrayRef<c10::IValue> args) {
+  const auto offset = args[1].toInt();
+  const auto d1 = wrapDim(args[2].toInt(), self.dim());
+  const auto d2 = wrapDim(args[3].toInt(), self.dim());
+  if (!d1 || !d2 || *d1 == *d2) {
+    return std::nullopt;
+  }
+  // As at::native::diagonal.
+  auto g = geometryOf(self);
+  int64_t diag_size = 0;
+  if (offset >= 0) {
+    diag_size =
+        std::max<int64_t>(std::min(g.sizes[*d1], g.sizes[*d2] - offset), 0);
+  } else {
+    diag_size =
+        std::max<int64_t>(std::min(g.sizes[*d1] + offset, g.sizes[*d2]), 0);
+  }
+  if (diag_size > 0) {
+    g.offset +=
+        offset >= 0 ? offset * g.strides[*d2] : -offset * g.strides[*d1];
+  }
+  const auto diag_stride = g.strides[*d1] + g.strides[*d2];
+  const auto hi = std::max(*d1, *d2);
+  const auto lo = std::min(*d1, *d2);
+  for (const auto d : {hi, lo}) {
+    g.sizes.erase(g.sizes.begin() + d);
+    g.strides.erase(g.strides.begin() + d);
+  }
+  g.sizes.push_back(diag_size);
+  g.strides.push_back(diag_stride);
+  return g;
+}
+
+// The kernel of a common view operator: its metadata computed directly, by
+// `direct`, and the meta kernel's path (viewKernel) for anything else.
+template <DirectView direct>
+void directViewKernel(
+    const c10::OperatorHandle& op,
+    c10::DispatchKeySet ks,
+    torch::jit::Stack* stack) {
+  const auto n = op.schema().arguments().size();
+  const auto args = torch::jit::last(*stack, n);
+  const at::Tensor& base = args[0].toTensor();
+  if (auto* impl = maybePayloadImpl(base)) {
+    if (auto g = direct(base, args)) {
+      auto view = makePayloadTensor(
+          impl->slot(),
+          base.scalar_type(),
+          base.device().index(),
+          g->sizes,
+          g->strides,
+          g->offset);
+      torch::jit::drop(*stack, n);
+      stack->push_back(std::move(view));
+      return;
+    }
+  }
+  viewKernel(op, ks, stack);
+}
+
+// View operators whose metadata is computed directly (the common ones).
+using MakeKernel = torch::CppFunction (*)();
+template <DirectView direct>
+constexpr MakeKernel kDirect =
+    &torch::CppFunction::makeFromBoxedFunction<&directViewKernel<direct>>;
+
+constexpr std::pair<const char*, MakeKernel> kDirectViewOps[] = {
+    {"alias", kDirect<&sameView>},
+    {"as_strided", kDirect<&asStridedView>},
+    {"detach", kDirect<&sameView>},
+    {"diagonal", kDirect<&diagonalView>},
+    {"expand", kDirect<&expandView>},
+    {"lift_fresh", kDirect<&sameView>},
+    {"permute", kDirect<&permuteView>},
+    {"select.int", kDirect<&selectView>},
+    {"slice.Tensor", kDirect<&sliceView>},
+    {"squeeze", kDirect<&squeezeView>},
+    {"squeeze.dim", kDirect<&squeezeDimView>},
+    {"t", kDirect<&tView>},
+    {"transpose.int", kDirect<&transposeIntView>},
+    {"unsqueeze", kDirect<&unsqueezeView>},
+    {"view", kDirect<&viewView>},
+    {"_unsafe_view", kDirect<&viewView>},
+};
+
 // Operators that return views of (or alias) their first argument, and whose
-// metadata their meta kernel computes. Overloads that a torch release lacks
+// metadata their meta kernel computes (the rest of them, and every one where
+// kDirectViewOps' functions decline). Overloads that a torch release lacks
 // are skipped.
 constexpr const char* kViewOps[] = {
-    "alias",         "as_strided",   "detach",         "diagonal",
-    "expand",        "lift_fresh",   "narrow",         "permute",
-    "select.int",    "slice.Tensor", "split.Tensor",   "split_with_sizes",
-    "squeeze",       "squeeze.dim",  "squeeze.dims",   "t",
-    "transpose.int", "unbind.int",   "unfold",         "unsqueeze",
-    "view",          "_unsafe_view", "_reshape_alias", "chunk",
+    "narrow",
+    "split.Tensor",
+    "split_with_sizes",
+    "squeeze.dims",
+    "unbind.int",
+    "unfold",
+    "_reshape_alias",
+    "chunk",
 };
 
 void fallbackKernel(
@@ -448,7 +872,7 @@ void fallbackKernel(
   auto inputs = torch::jit::last(*stack, n);
   for (size_t i = 0; i < n; ++i) {
     const auto& a = schema.arguments()[i];
-    py::object value = toPython(a, inputs[i]);
+    py::object value = toPython(valueKind(a), inputs[i]);
     if (a.kwarg_only()) {
       kwargs[py::str(a.name())] = value;
     } else {
@@ -505,24 +929,70 @@ c10::ScalarType scalarTypeOf(py::handle dtype) {
   return found->second;
 }
 
+c10::DimVector toInts(py::handle seq, const char* what) {
+  const auto fail = [&]() {
+    TORCH_CHECK_TYPE(
+        false,
+        "expected ",
+        what,
+        " to be a sequence of ints, but got ",
+        py::str(py::type::handle_of(seq)).cast<std::string>());
+  };
+  PyObject* obj = seq.ptr();
+  if (PyUnicode_Check(obj) || PyBytes_Check(obj) || !PySequence_Check(obj)) {
+    fail();
+  }
+  // A new reference to `obj` itself for a tuple or list (payload shapes are
+  // tuples), else a list of the items.
+  PyObject* fast = PySequence_Fast(obj, "");
+  if (fast == nullptr) {
+    PyErr_Clear();
+    fail();
+  }
+  const auto items = py::reinterpret_steal<py::object>(fast);
+  const auto n = PySequence_Fast_GET_SIZE(fast);
+  PyObject** item = PySequence_Fast_ITEMS(fast);
+  c10::DimVector out(n);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (PyFloat_Check(item[i])) {
+      fail();
+    }
+    out[i] = PyLong_AsLongLong(item[i]); // __index__ for non-ints
+    if (out[i] == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      fail();
+    }
+  }
+  return out;
+}
+
 at::Tensor wrap(
     py::handle payload,
-    std::optional<std::vector<int64_t>> sizes,
-    std::optional<c10::ScalarType> dtype,
     c10::DeviceIndex device_index,
-    std::optional<std::vector<int64_t>> strides) {
-  std::vector<int64_t> s = sizes
-      ? std::move(*sizes)
-      : toInts(payload.attr("shape"), "payload.shape");
+    std::optional<c10::IntArrayRef> sizes,
+    std::optional<c10::ScalarType> dtype,
+    std::optional<c10::IntArrayRef> strides) {
+  const at::Tensor* tensor = payloadTensor(payload);
+  c10::DimVector s;
+  if (sizes) {
+    s.assign(sizes->begin(), sizes->end());
+  } else if (tensor != nullptr) {
+    s.assign(tensor->sizes().begin(), tensor->sizes().end());
+  } else {
+    s = toInts(getAttr(payload, attrNames().shape), "payload.shape");
+  }
   for (const auto size : s) {
     TORCH_CHECK_VALUE(
         size >= 0,
         "expected non-negative sizes, but got ",
         c10::IntArrayRef(s));
   }
-  const auto st = dtype ? *dtype : scalarTypeOf(payload.attr("dtype"));
-  std::vector<int64_t> st_strides =
-      strides ? std::move(*strides) : payloadStrides(payload, s, st);
+  const auto st = dtype   ? *dtype
+      : tensor != nullptr ? tensor->scalar_type()
+                          : scalarTypeOf(getAttr(payload, attrNames().dtype));
+  c10::DimVector st_strides = strides
+      ? c10::DimVector(strides->begin(), strides->end())
+      : payloadStrides(payload, tensor, s, st);
   TORCH_CHECK_VALUE(
       st_strides.size() == s.size(),
       "expected one stride per dimension (",
@@ -542,15 +1012,17 @@ void rebind(const at::Tensor& tensor, py::handle result) {
       c10::get_privateuse1_backend(),
       "; in-place kernels must write into the payload they are given when "
       "it is a view");
-  const auto dtype = scalarTypeOf(result.attr("dtype"));
+  const auto dtype = scalarTypeOf(getAttr(result, attrNames().dtype));
   TORCH_CHECK(
       dtype == tensor.scalar_type(),
       "expected the kernel to return a ",
       tensor.scalar_type(),
       " payload for the tensor it mutates, but got ",
       dtype);
-  auto sizes = toInts(result.attr("shape"), "payload.shape");
-  auto strides = payloadStrides(result, sizes, dtype);
+  const auto sizes =
+      toInts(getAttr(result, attrNames().shape), "payload.shape");
+  const auto strides =
+      payloadStrides(result, payloadTensor(result), sizes, dtype);
   impl.slot()->bind(result, sizes, strides);
   impl.set_sizes_and_strides(sizes, strides, 0);
 }
@@ -614,17 +1086,21 @@ void registerViewKernels() {
   }
   done = true;
   auto& lib = newLibrary();
-  for (const char* name : kViewOps) {
+  const auto add = [&](const char* name, MakeKernel make) {
     const std::string qualified = std::string("aten::") + name;
     const auto dot = qualified.find('.');
     const auto op_name = qualified.substr(0, dot);
     const auto overload =
         dot == std::string::npos ? "" : qualified.substr(dot + 1);
     if (c10::Dispatcher::singleton().findSchema({op_name, overload})) {
-      lib.impl(
-          qualified.c_str(),
-          torch::CppFunction::makeFromBoxedFunction<&viewKernel>());
+      lib.impl(qualified.c_str(), make());
     }
+  };
+  for (const auto& [name, make] : kDirectViewOps) {
+    add(name, make);
+  }
+  for (const char* name : kViewOps) {
+    add(name, &torch::CppFunction::makeFromBoxedFunction<&viewKernel>);
   }
 }
 

@@ -10,15 +10,20 @@ namespace torch::acc {
 // backend's Python function with payloads and plain Python values, and wrap
 // the payloads it returns, with no Python tensor objects on the way.
 
-// A payload tensor made from a Python payload. Missing sizes and dtype come
-// from `payload.shape` / `payload.dtype`; missing strides from
-// `payload.strides` (bytes, NumPy-style) or else contiguous.
+// A payload tensor on device `device_index` made from a Python payload.
+// Missing sizes and dtype come from `payload.shape` / `payload.dtype`; missing
+// strides from `payload.strides` (bytes, NumPy-style) or else contiguous. A
+// torch.Tensor payload gives its own metadata.
 at::Tensor wrap(
     py::handle payload,
-    std::optional<std::vector<int64_t>> sizes,
-    std::optional<c10::ScalarType> dtype,
     c10::DeviceIndex device_index,
-    std::optional<std::vector<int64_t>> strides);
+    std::optional<c10::IntArrayRef> sizes = std::nullopt,
+    std::optional<c10::ScalarType> dtype = std::nullopt,
+    std::optional<c10::IntArrayRef> strides = std::nullopt);
+
+// The ints of a Python sequence (`what` names it in the error); items may be
+// any objects with __index__, but not floats.
+c10::DimVector toInts(py::handle seq, const char* what);
 
 // The payload of `tensor` as the backend's kernels see it: the slot's payload
 // for the whole payload, else what the backend's as_strided function makes of
@@ -42,8 +47,9 @@ void setViewFunction(py::object fn);
 void registerKernel(const std::string& name, py::object fn);
 
 // Registers the C++ view kernels (view, as_strided, transpose, slice, ...)
-// for PrivateUse1: metadata comes from the operator's meta kernel and the
-// result shares the payload of its base.
+// for PrivateUse1: the result shares the payload of its base, and its
+// metadata is computed directly for the common view operators, else by the
+// operator's meta kernel.
 void registerViewKernels();
 
 // Installs the PrivateUse1 fallback for operators without a kernel: it calls

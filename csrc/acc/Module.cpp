@@ -1,5 +1,7 @@
 #include <torch/csrc/acc/Module.h>
 
+#include <torch/csrc/Device.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/PyInterpreter.h>
 #include <torch/csrc/acc/Autocast.h>
 #include <torch/csrc/acc/Bridge.h>
@@ -7,7 +9,10 @@
 #include <torch/csrc/acc/EmptyTensor.h>
 #include <torch/csrc/acc/Hooks.h>
 #include <torch/csrc/acc/PayloadTensor.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
+#include <torch/csrc/utils/python_numbers.h>
+#include <torch/csrc/utils/python_strings.h>
 
 #include <ATen/Context.h>
 
@@ -33,10 +38,137 @@ const c10::impl::DeviceGuardImplInterface& privateUse1Guard() {
   return *c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1);
 }
 
+// The index of the device `device` names: None for the current device, an
+// int index, or a torch.device (or its string) of this backend.
+c10::DeviceIndex deviceIndexOf(PyObject* device) {
+  if (device == Py_None) {
+    return privateUse1Guard().getDevice().index();
+  }
+  int64_t index = 0;
+  if (PyLong_Check(device)) {
+    index = THPUtils_unpackLong(device);
+  } else {
+    // Anything else is what torch.device() accepts (a rare path).
+    py::object parsed = THPDevice_Check(device)
+        ? py::reinterpret_borrow<py::object>(device)
+        : py::module_::import("torch").attr("device")(py::handle(device));
+    const auto d = reinterpret_cast<THPDevice*>(parsed.ptr())->device;
+    TORCH_CHECK_VALUE(
+        d.type() == c10::DeviceType::PrivateUse1,
+        "expected a ",
+        c10::get_privateuse1_backend(),
+        " device, but got ",
+        d);
+    if (!d.has_index()) {
+      return privateUse1Guard().getDevice().index();
+    }
+    index = d.index();
+  }
+  const auto count = privateUse1Guard().deviceCount();
+  TORCH_CHECK_VALUE(
+      index >= 0 && index < count,
+      "expected a device index in [0, ",
+      static_cast<int>(count),
+      ") for ",
+      c10::get_privateuse1_backend(),
+      ", but got ",
+      index);
+  return static_cast<c10::DeviceIndex>(index);
+}
+
+// wrap(payload, *, shape=None, dtype=None, device=None, strides=None), the
+// public torch_acc.wrap. A plain CPython function rather than a pybind11
+// binding: making a tensor around existing data should cost less than
+// torch.empty(), and pybind11's argument matching alone costs a good part of
+// that.
+PyObject* pyWrap(
+    PyObject* /*module*/,
+    PyObject* const* args,
+    Py_ssize_t nargs,
+    PyObject* kwnames) {
+  HANDLE_TH_ERRORS
+  TORCH_CHECK_TYPE(
+      nargs == 1,
+      "wrap() takes 1 positional argument (the payload) but ",
+      nargs,
+      " were given");
+  PyObject* shape = Py_None;
+  PyObject* dtype = Py_None;
+  PyObject* device = Py_None;
+  PyObject* strides = Py_None;
+  const auto nkw = kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames);
+  for (Py_ssize_t i = 0; i < nkw; ++i) {
+    PyObject* name = PyTuple_GET_ITEM(kwnames, i);
+    PyObject* value = args[nargs + i];
+    if (PyUnicode_CompareWithASCIIString(name, "shape") == 0) {
+      shape = value;
+    } else if (PyUnicode_CompareWithASCIIString(name, "dtype") == 0) {
+      dtype = value;
+    } else if (PyUnicode_CompareWithASCIIString(name, "device") == 0) {
+      device = value;
+    } else if (PyUnicode_CompareWithASCIIString(name, "strides") == 0) {
+      strides = value;
+    } else {
+      TORCH_CHECK_TYPE(
+          false,
+          "wrap() got an unexpected keyword argument '",
+          THPUtils_unpackString(name),
+          "'");
+    }
+  }
+  std::optional<c10::DimVector> sizes;
+  if (shape != Py_None) {
+    sizes = toInts(shape, "shape");
+  }
+  std::optional<c10::DimVector> stride_values;
+  if (strides != Py_None) {
+    stride_values = toInts(strides, "strides");
+  }
+  return THPVariable_Wrap(wrap(
+      args[0],
+      deviceIndexOf(device),
+      sizes ? std::optional<c10::IntArrayRef>(*sizes) : std::nullopt,
+      dtype == Py_None ? std::nullopt
+                       : std::optional<c10::ScalarType>(scalarTypeOf(dtype)),
+      stride_values ? std::optional<c10::IntArrayRef>(*stride_values)
+                    : std::nullopt));
+  END_HANDLE_TH_ERRORS
+}
+
+// Functions bound without pybind11 (see pyWrap).
+PyMethodDef methods[] = {
+    {"wrap",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(pyWrap)),
+     METH_FASTCALL | METH_KEYWORDS,
+     // The first lines are the signature inspect.signature() reads.
+     R"(wrap(payload, *, shape=None, dtype=None, device=None, strides=None)
+--
+
+A tensor on the Python backend's device whose data is ``payload``.
+
+``shape`` and ``dtype`` default to ``payload.shape`` and ``payload.dtype`` (a NumPy or
+torch dtype); ``strides`` (in elements) to ``payload.strides`` (in bytes, NumPy-style)
+or contiguous. ``device`` (an index, or a device of this backend) defaults to the current
+device. The result is a plain ``torch.Tensor``; storage access on it raises an error
+suggesting ``.cpu()``.
+
+Example::
+
+    >>> # xdoctest: +SKIP
+    >>> t = wrap(np.ones((2, 3), np.float32))
+    >>> t.shape, t.dtype, type(t) is torch.Tensor
+    (torch.Size([2, 3]), torch.float32, True)
+)"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
 } // namespace
 
 void initBindings(PyObject* module) {
   auto m = py::handle(module).cast<py::module_>();
+  if (PyModule_AddFunctions(module, methods) != 0) {
+    throw py::error_already_set();
+  }
 
   // module_local: torch >= 2.10 ships its own torch._C._acc with classes of
   // the same names; ours must not collide with them in pybind11's registry.
@@ -236,32 +368,6 @@ void initBindings(PyObject* module) {
       },
       py::arg("tensor"),
       "Whether `tensor` is a storage-less payload tensor.");
-
-  m.def(
-      "wrap",
-      [](const py::object& payload,
-         std::optional<std::vector<int64_t>> shape,
-         std::optional<c10::ScalarType> dtype,
-         c10::DeviceIndex device_index,
-         std::optional<std::vector<int64_t>> strides) {
-        const auto count = privateUse1Guard().deviceCount();
-        TORCH_CHECK_VALUE(
-            device_index >= 0 && device_index < count,
-            "expected a device index in [0, ",
-            static_cast<int>(count),
-            ") for ",
-            c10::get_privateuse1_backend(),
-            ", but got ",
-            static_cast<int>(device_index));
-        return wrap(
-            payload, std::move(shape), dtype, device_index, std::move(strides));
-      },
-      py::arg("payload"),
-      py::arg("shape") = py::none(),
-      py::arg("dtype") = py::none(),
-      py::arg("device_index") = 0,
-      py::arg("strides") = py::none(),
-      "A tensor whose device data is `payload`.");
 
   m.def(
       "rebind",

@@ -6,6 +6,8 @@
 #include <c10/core/Allocator.h>
 #include <torch/csrc/PyInterpreter.h>
 
+#include <typeinfo>
+
 namespace torch::acc {
 
 void PayloadSlot::bind(
@@ -25,6 +27,28 @@ py::object PayloadSlot::get() const {
   return py::reinterpret_borrow<py::object>(object->ptr(getPyInterpreter()));
 }
 
+namespace {
+
+// The error of storage and data pointer access on a payload tensor. Every
+// kernel result needs it, so it is built once, when PrivateUse1 has its final
+// name (it can be renamed only once).
+std::string noStorageMessage() {
+  const auto build = [] {
+    return c10::str(
+        "tensors on ",
+        c10::get_privateuse1_backend(),
+        " have no storage: their data is a Python payload. Use .cpu() to get a "
+        "tensor with storage, or torch_acc.payload() for the payload");
+  };
+  if (c10::is_privateuse1_backend_registered()) {
+    static const std::string message = build();
+    return message;
+  }
+  return build();
+}
+
+} // namespace
+
 PayloadTensorImpl::PayloadTensorImpl(
     caffe2::TypeMeta dtype,
     c10::Device device,
@@ -34,12 +58,7 @@ PayloadTensorImpl::PayloadTensorImpl(
           dtype,
           device),
       slot_(std::move(slot)) {
-  release_storage_and_set_meta_custom_data_ptr_error_msg_(
-      c10::str(
-          "tensors on ",
-          c10::get_privateuse1_backend(),
-          " have no storage: their data is a Python payload. Use .cpu() to get a "
-          "tensor with storage, or torch_acc.payload() for the payload"));
+  release_storage_and_set_meta_custom_data_ptr_error_msg_(noStorageMessage());
 }
 
 bool PayloadTensorImpl::isWholePayload() const {
@@ -222,7 +241,12 @@ PayloadTensorImpl* maybePayloadImpl(const at::Tensor& tensor) {
   if (!tensor.defined() || !tensor.is_privateuseone()) {
     return nullptr;
   }
-  return dynamic_cast<PayloadTensorImpl*>(tensor.unsafeGetTensorImpl());
+  // The class is final, so comparing the dynamic type is exact, and cheaper
+  // than a dynamic_cast on a path every kernel argument takes.
+  auto* impl = tensor.unsafeGetTensorImpl();
+  return typeid(*impl) == typeid(PayloadTensorImpl)
+      ? static_cast<PayloadTensorImpl*>(impl)
+      : nullptr;
 }
 
 PayloadTensorImpl& payloadImpl(const at::Tensor& tensor) {

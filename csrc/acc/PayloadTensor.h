@@ -2,10 +2,10 @@
 
 #include <c10/core/SafePyObject.h>
 #include <c10/core/TensorImpl.h>
+#include <c10/util/DimVector.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <optional>
-#include <vector>
 
 namespace torch::acc {
 
@@ -22,9 +22,10 @@ struct PayloadSlot final : c10::intrusive_ptr_target {
   std::optional<c10::SafePyObject> object;
   // The layout of `object` in elements (its own shape and strides). A tensor
   // whose sizes and strides are these, at offset 0, is the payload itself;
-  // any other tensor on the slot is a view of it.
-  std::vector<int64_t> sizes;
-  std::vector<int64_t> strides;
+  // any other tensor on the slot is a view of it. Inline storage: a slot is
+  // made for every kernel result, and most have few dimensions.
+  c10::DimVector sizes;
+  c10::DimVector strides;
 
   // A Python object that stands for this slot where PyTorch wants a storage
   // to tell which tensors share data (meta/fake tensor conversion); made on

@@ -77,13 +77,18 @@ def _result_type(*kinds) -> np.dtype:
     return np.dtype(_np_dtype(torch.result_type(*(operand(k) for k in kinds))))
 
 
-def _promoted(result, *operands):
-    """``result`` in the dtype PyTorch gives for ``operands`` (NumPy promotes differently)."""
-    first = operands[0]
-    if all(isinstance(o, np.ndarray) and o.dtype == first.dtype for o in operands):
+_ndarray = np.ndarray
+
+
+def _promoted(result, a, b):
+    """``result`` in the dtype PyTorch gives for ``a`` and ``b`` (NumPy promotes differently)."""
+    # Every binary kernel runs this, so the common case, two arrays of one dtype, comes first
+    # and cheapest: exact types and identical (builtin, hence shared) dtype objects.
+    if type(a) is _ndarray and type(b) is _ndarray and a.dtype is b.dtype:
         return result
-    dtype = _result_type(*(_kind(o) for o in operands))
-    return np.asarray(result, dtype=dtype)
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype:
+        return result
+    return np.asarray(result, dtype=_result_type(_kind(a), _kind(b)))
 
 
 # --- payload functions ------------------------------------------------------------------
