@@ -426,6 +426,11 @@ torch._C._acc, so that a backend written in Python can make PrivateUse1 a real d
   names the device and suggests .cpu(), and an allocator refuses PrivateUse1 storage bytes
   instead of a null dereference. storage_token/set_storage_token/payload_nbytes let meta
   conversion describe their data (a later patch).
+- Generators: hooks may return a Python generator object per device; C++ holds it as a
+  real at::Generator (torch.Generator(device=...), manual_seed, get/set_rng_state), and
+  random operators hand it to their kernels. Pinned host memory and memory figures come from
+  the hooks too (zeros by default), and register_autocast_kernels gives PrivateUse1 autocast
+  CPU autocast's operator lists and cast policies.
 - The kernel bridge: register_kernel(name, fn) registers a boxed kernel that unwraps
   payloads, calls fn with payloads and plain Python values (no Python tensor objects on the
   way) and wraps or rebinds the results (in-place and out=); set_as_strided(fn) installs
@@ -554,7 +559,9 @@ device guard (indices, streams, events, backward on npy:0 and npy:1 and from a t
 hooks, the seed-style subclass backend end to end, registration errors, fake conversion,
 the current accelerator (and autocast's default), payload tensors (round trips, storage
 errors, lifetime, shutdown), the kernel bridge, views against CPU, in-place and out=
-semantics, the decomposition fallback and its errors, and mixed-device errors. Each
+semantics, the decomposition fallback and its errors, mixed-device errors, random numbers
+and generators, pinned memory, torch.accelerator's functions, autocast, serialization,
+streams and events, and torch.compile (eager, aot_eager, and inductor's one error). Each
 file sets up a backend for its whole process, so each runs in its own process. Dynamo
 cannot trace torch.Event on this release: the two event tests get dynamo_skips entries.
 """,

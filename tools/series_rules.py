@@ -24,6 +24,8 @@ MODULES = {
     "torch_acc.registry": "torch.utils._acc_registry",
     "torch_acc.backends.numpy": "torch.testing._internal.acc_numpy_backend",
     # Public names: in-tree, the registry's functions are torch.accelerator's and torch.utils'.
+    "torch_acc.DeviceGuard": "torch._C._acc.DeviceGuard",
+    "torch_acc.PrivateUse1Hooks": "torch._C._acc.PrivateUse1Hooks",
     "torch_acc.current_accelerator": "torch.accelerator.current_accelerator",
     "torch_acc.register_backend": "torch.utils.register_backend",
     "torch_acc.set_current_accelerator": "torch.accelerator.set_current_accelerator",
@@ -59,6 +61,13 @@ TESTS = [
     "inplace_out",
     "decompositions",
     "mixed_device_errors",
+    "rng",
+    "pinned",
+    "accelerator",
+    "autocast",
+    "serialization",
+    "streams_events",
+    "compile",
 ]
 TEST_PREFIX = "test_privateuseone_python_backend_"
 

@@ -311,8 +311,29 @@ def setup_privateuseone_for_python_backend(
         _C.set_fallback(fallback)
         _autocast.register()
         _patches.apply()
+        _refuse_inductor(name)
         _setup_done = (name, backend_module)
         return backend_module
+
+
+def _refuse_inductor(name: str) -> None:
+    """Make ``torch.compile``'s default backend, inductor, refuse the device with one error.
+
+    Inductor generates code that reads tensors' storages, which a Python backend's tensors do
+    not have; without a code generator registered for the device it fails somewhere inside
+    lowering (on torch 2.6 with ``'NoneType' object is not callable``). A backend with a
+    compiler of its own registers it as a ``torch.compile`` backend instead.
+    """
+    from torch._inductor.codegen.common import register_backend_for_device
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError(
+            f"inductor cannot compile for {name}: tensors on {name} have no storage for "
+            "generated code to read. Use torch.compile(backend='aot_eager') (or 'eager'), or "
+            f"a compile backend that the {name} backend provides"
+        )
+
+    register_backend_for_device(name, refuse, refuse)
 
 
 def _check_type(obj, cls, what: str) -> None:
