@@ -55,14 +55,6 @@ class TestEvents(TestCase):
         s.wait_event(e)
         e.wait(s)
 
-    def test_timing_is_an_error(self):
-        a = torch.Event(device="npy", enable_timing=True)
-        b = torch.Event(device="npy", enable_timing=True)
-        a.record()
-        b.record()
-        with self.assertRaisesRegex(RuntimeError, "cannot time events"):
-            a.elapsed_time(b)
-
 
 if __name__ == "__main__":
     run_tests()

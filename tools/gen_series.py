@@ -190,31 +190,38 @@ def apply_current_accelerator(tree: Path) -> None:
          "def _accelerator_setCurrentAccelerator(device: Optional[_device]) -> None: ...\n")
 
 
+def _public_name(module: ast.Module, name: str, signature: str, call: str) -> str:
+    """A public in-tree function that calls the registry's ``name`` (imported when called:
+    ``torch.utils`` and ``torch.accelerator`` load while ``torch`` initializes, before the
+    registry can), with the registry function's docstring."""
+    doc = ast.get_docstring(
+        next(n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == name),
+        clean=False,
+    )
+    return (
+        f"\n\ndef {name}{signature}:\n"
+        f'    r"""{doc}"""\n'
+        f"    from torch.utils._acc_registry import {name} as _{name}\n\n"
+        f"    return _{name}{call}\n"
+    )
+
+
 def apply_accelerator_api(tree: Path) -> None:
     """``torch.accelerator.set_current_accelerator`` and ``torch.utils.register_backend``, the
     public names of the registry's functions (``torch/utils/_acc_registry.py``)."""
-    src = "torch_acc/registry.py"
-    module = ast.parse((ROOT / src).read_text())
-    doc = ast.get_docstring(
-        next(n for n in module.body
-             if isinstance(n, ast.FunctionDef) and n.name == "set_current_accelerator"),
-        clean=False,
-    )
+    module = ast.parse((ROOT / "torch_acc/registry.py").read_text())
     path = "torch/accelerator/__init__.py"
     edit(tree, path, '    "set_device_idx",  # deprecated\n',
          '    "set_current_accelerator",\n    "set_device_idx",  # deprecated\n')
     target = tree / path
-    target.write_text(
-        target.read_text()
-        + "\n\ndef set_current_accelerator(device: _device_t, /) -> None:\n"
-        + f'    r"""{doc}"""\n'
-        + "    from torch.utils._acc_registry import set_current_accelerator as _set\n\n"
-        + "    _set(device)\n"
-    )
-    edit(tree, "torch/utils/__init__.py",
-         "from torch.utils.backend_registration import (\n",
-         "from torch.utils._acc_registry import register_backend\n"
-         "from torch.utils.backend_registration import (\n")
+    target.write_text(target.read_text() + _public_name(
+        module, "set_current_accelerator", "(device: _device_t, /) -> None", "(device)"
+    ))
+    target = tree / "torch/utils/__init__.py"
+    target.write_text(target.read_text() + _public_name(
+        module, "register_backend", "(name: str, module, *, setup=None) -> None",
+        "(name, module, setup=setup)",
+    ))
 
 
 def apply_noop_guard(tree: Path) -> None:

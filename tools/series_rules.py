@@ -83,6 +83,8 @@ CPP_TESTS = {
 DYNAMO_SKIPS = [
     "TestStreamsAndEvents.test_elapsed_time_raises",
     "TestStreamsAndEvents.test_events_are_complete_at_once",
+    "TestEvents.test_record_query_synchronize",
+    "TestEvents.test_stream_records_and_waits",
 ]
 
 _FROM_IMPORT = re.compile(
