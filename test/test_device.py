@@ -5,6 +5,7 @@ import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
 from torch_acc import _C
+from torch_acc._patches import _apply_source_change
 from torch_acc.backend_registration import setup_privateuseone_for_python_backend
 from torch_acc.backends import numpy as npy_backend
 
@@ -116,6 +117,21 @@ class TestDevice(TestCase):
 tensor([[ 1.5000, -2.0000],
         [ 3.0000,  4.2500]], device='npy:0')""",
         )
+
+    def test_source_change_that_no_longer_matches(self):
+        # A torch whose source moved on is a clear error naming the function, not a silent
+        # half-applied change.
+        change = {
+            "module": "torch._tensor_str",
+            "function": "_tensor_str",
+            "lines": (("a line _tensor_str never had", "a line it will not get"),),
+        }
+        with self.assertRaisesRegex(
+            RuntimeError,
+            r"expected 'a line _tensor_str never had' once in torch\._tensor_str\._tensor_str, "
+            r"but found it 0 times",
+        ):
+            _apply_source_change(change)
 
     def test_index_out_of_range(self):
         with self.assertRaisesRegex(ValueError, r"expected a device index in \[0, 1\)"):

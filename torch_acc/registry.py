@@ -62,8 +62,9 @@ def register_backend(name: str, module, *, setup=None) -> None:
         >>> # xdoctest: +SKIP
         >>> from torch_acc.backends import numpy as npy_backend
         >>> register_backend("npy", npy_backend)
-        >>> use("npy")
-        device(type='npy')
+        >>> torch.accelerator.set_current_accelerator("npy")  # binds it
+        >>> torch.ones(2, device="npy").device
+        device(type='npy', index=0)
     """
     name = backend_registration._check_name(name)
     with _lock:
