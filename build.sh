@@ -14,7 +14,7 @@ TORCH_VERSION=${TORCH_VERSION:-2.13.0}
 if [[ $TORCH_VERSION == 2.13.0 ]]; then VENV=.venv; else VENV=.venv-$TORCH_VERSION; fi
 PY=$VENV/bin/python
 REQUIREMENTS=(
-  "torch==$TORCH_VERSION" numpy ml_dtypes pybind11 ninja cmake pytest expecttest ruff setuptools wheel
+  "torch==$TORCH_VERSION" numpy ml_dtypes scipy tqdm matplotlib pybind11 ninja cmake pytest expecttest ruff setuptools wheel
   clang-format==23.1.5
 )
 

@@ -463,7 +463,7 @@ or a PrivateUse1 already taken, raises a RuntimeError naming the backend that ho
 invalid names raise ValueError.
 
 torch/utils/_acc_compat.py holds the version facts the code and tests consult, and
-torch/testing/_internal/acc_numpy_backend.py is a reference backend for the tests: NumPy
+torch/testing/_internal/acc_numpy_backend/ is a reference backend for the tests: NumPy
 arrays as device data, kernels registered with torch.library.
 """,
         apply_backend_registration,

@@ -5,6 +5,9 @@ differs between what the standalone package builds and what the patch series car
 """
 
 import re
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parent.parent
 
 #: Rule 1 (C++ core): every ``csrc/acc/*.{h,cpp}`` goes verbatim to ``torch/csrc/acc/``.
 #: ``csrc/standalone.cpp`` stays out: in-tree, ``torch/csrc/Module.cpp`` calls
@@ -41,9 +44,21 @@ FILES = {
     "torch_acc/library.py": "torch/utils/_acc_library.py",
     "torch_acc/payload.py": "torch/utils/_acc_payload.py",
     "torch_acc/registry.py": "torch/utils/_acc_registry.py",
-    "torch_acc/backends/numpy.py": "torch/testing/_internal/acc_numpy_backend.py",
     "torch_acc/_C.pyi": "torch/_C/_acc/__init__.pyi",
 }
+#: Rule 3 for packages: every module of a carried package goes to the in-tree package (the
+#: reference NumPy backend is PyTorch's test backend there; its modules import each other
+#: relatively, so only the package needs a home in MODULES).
+PACKAGES = {
+    "torch_acc/backends/numpy": "torch/testing/_internal/acc_numpy_backend",
+}
+FILES.update(
+    {
+        f"{src}/{path.name}": f"{dst}/{path.name}"
+        for src, dst in PACKAGES.items()
+        for path in sorted((_ROOT / src).glob("*.py"))
+    }
+)
 
 #: Rule 4 (tests): ``test/test_<feature>.py`` becomes
 #: ``test/test_privateuseone_python_backend_<feature>.py``, for these features.

@@ -1,0 +1,78 @@
+r"""The reference backend: device ``"npy"``, whose device data are NumPy arrays.
+
+Tensors on ``npy`` are plain ``torch.Tensor`` objects whose payload is a NumPy array; the
+kernels below take and return arrays (registered through the library module). Views share
+their base's array, so writes through a view show in the base. Operators without a kernel
+here run through PyTorch's decompositions.
+
+Example::
+
+    >>> # xdoctest: +SKIP
+    >>> import torch
+    >>> from torch_acc.backends import numpy as npy_backend
+    >>> npy_backend.setup()
+    'npy'
+    >>> (torch.ones(2, device="npy") * 3).sum()
+    tensor(6., device='npy:0')
+"""
+
+import sys
+
+import torch
+
+from torch_acc import library, registry
+from torch_acc._C import PrivateUse1Hooks
+from torch_acc.backend_registration import setup_privateuseone_for_python_backend
+
+from . import _common, _nn, _pointwise, _random, _reduce, _shape
+from ._common import DEVICE
+from ._random import NumpyGenerator
+
+__all__ = ["DEVICE", "NumpyGenerator", "register", "setup"]
+
+
+def _kernels() -> dict:
+    """Every module's kernels; an operator registered by two modules is a mistake."""
+    kernels: dict = {}
+    for module in (_shape, _pointwise, _reduce, _nn, _random):
+        twice = kernels.keys() & module.KERNELS.keys()
+        if twice:
+            raise RuntimeError(
+                f"{module.__name__} registers kernels another module of the {DEVICE} backend "
+                f"registers too: {', '.join(sorted(twice))}"
+            )
+        kernels.update(module.KERNELS)
+    return kernels
+
+
+class _Hooks(PrivateUse1Hooks):
+    def get_new_generator(self, device_index: int) -> NumpyGenerator:
+        return NumpyGenerator()
+
+    def get_amp_supported_dtype(self) -> list[torch.dtype]:
+        return [torch.float16, torch.bfloat16]
+
+
+_registered = False
+
+
+def setup() -> str:
+    """Set up the ``npy`` device and register its kernels (idempotent). Returns ``"npy"``."""
+    global _registered
+    setup_privateuseone_for_python_backend(DEVICE, hook=_Hooks())
+    if not _registered:
+        library.impl_payload(
+            as_strided=_common.as_strided,
+            to_cpu=_common.to_cpu,
+            from_cpu=_common.from_cpu,
+            copy_into=_common.copy_into,
+        )
+        for name, kernel in _kernels().items():
+            library.impl(name, kernel)
+        _registered = True
+    return DEVICE
+
+
+def register() -> None:
+    """The ``torch.backends`` entry point: record the backend, bind nothing."""
+    registry.autoload(DEVICE, sys.modules[__name__])

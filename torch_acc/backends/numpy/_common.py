@@ -1,0 +1,110 @@
+"""What every kernel module of the ``npy`` backend shares: dtypes, type promotion, payloads."""
+
+import functools
+
+import ml_dtypes
+import numpy as np
+import torch
+
+#: The device name this backend registers.
+DEVICE = "npy"
+
+TORCH_TO_NUMPY = {
+    torch.bool: np.bool_,
+    torch.uint8: np.uint8,
+    torch.int8: np.int8,
+    torch.int16: np.int16,
+    torch.int32: np.int32,
+    torch.int64: np.int64,
+    torch.float16: np.float16,
+    torch.bfloat16: ml_dtypes.bfloat16,
+    torch.float32: np.float32,
+    torch.float64: np.float64,
+    torch.complex64: np.complex64,
+    torch.complex128: np.complex128,
+}
+NUMPY_TO_TORCH = {np.dtype(v): k for k, v in TORCH_TO_NUMPY.items()}
+
+
+def np_dtype(dtype: torch.dtype):
+    """The NumPy dtype of a torch dtype; a ``TypeError`` naming the backend if it has none."""
+    try:
+        return TORCH_TO_NUMPY[dtype]
+    except KeyError:
+        raise TypeError(
+            f"the {DEVICE} backend does not support dtype {dtype}: expected one of "
+            f"{', '.join(str(d) for d in TORCH_TO_NUMPY)}"
+        ) from None
+
+
+def kind(x):
+    """What type promotion needs to know of an operand: its dtype, and whether it is a scalar."""
+    if isinstance(x, np.ndarray | np.generic):
+        return (NUMPY_TO_TORCH[x.dtype], x.ndim == 0)
+    return (type(x), True)
+
+
+@functools.cache
+def result_type(*kinds) -> np.dtype:
+    """The NumPy dtype of ``torch.result_type`` for operands described by :func:`kind`."""
+
+    def operand(k):
+        t, scalar = k
+        if isinstance(t, torch.dtype):
+            return torch.empty(() if scalar else (1,), dtype=t)
+        return t(1)
+
+    return np.dtype(np_dtype(torch.result_type(*(operand(k) for k in kinds))))
+
+
+_ndarray = np.ndarray
+
+
+def promoted(result, a, b):
+    """``result`` in the dtype PyTorch gives for ``a`` and ``b`` (NumPy promotes differently)."""
+    # Every binary kernel runs this, so the common case, two arrays of one dtype, comes first
+    # and cheapest: exact types and identical (builtin, hence shared) dtype objects.
+    if type(a) is _ndarray and type(b) is _ndarray and a.dtype is b.dtype:
+        return result
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype:
+        return result
+    return np.asarray(result, dtype=result_type(kind(a), kind(b)))
+
+
+# --- payload functions ------------------------------------------------------------------
+
+
+def as_strided(payload, size, stride, storage_offset):
+    arr = np.asarray(payload)
+    item = arr.itemsize
+    extent = storage_offset + sum((s - 1) * st for s, st in zip(size, stride, strict=True)) + 1
+    flat = np.lib.stride_tricks.as_strided(arr, (max(extent, storage_offset),), (item,))
+    return np.lib.stride_tricks.as_strided(
+        flat[storage_offset:], tuple(size), tuple(s * item for s in stride)
+    )
+
+
+# torch and NumPy exchange bfloat16 (ml_dtypes') data as the int16 of the same bits.
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def to_cpu(payload) -> torch.Tensor:
+    arr = np.array(payload, order="C")
+    if arr.dtype == _BFLOAT16:
+        return torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(arr)
+
+
+def from_cpu(tensor: torch.Tensor):
+    np_dtype(tensor.dtype)
+    tensor = tensor.resolve_conj().resolve_neg()
+    if tensor.dtype == torch.bfloat16:
+        return tensor.view(torch.int16).numpy().view(_BFLOAT16).copy()
+    return tensor.numpy().copy()
+
+
+def copy_into(dst, src):
+    if isinstance(dst, np.ndarray) and dst.flags.writeable:
+        np.copyto(dst, src, casting="unsafe")
+        return dst
+    return np.array(np.broadcast_to(src, np.shape(dst)), dtype=np.asarray(dst).dtype)
