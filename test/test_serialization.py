@@ -3,18 +3,64 @@
 
 import copy
 import io
+import os
 import pickle
 import subprocess
 import sys
 import tempfile
 import textwrap
 
+import numpy as np
 import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
+from torch_acc import library
 from torch_acc.backends import numpy as npy_backend
 
 npy_backend.setup()
+
+
+class NpyFormat:
+    """A test backend's own payload format: the payload's NumPy ``.npy`` bytes.
+
+    Registered for ``npy`` once (``library.impl_serialization``); while ``enabled`` is off it
+    declines every payload, so that the rest of this file saves through the CPU.
+    """
+
+    MAGIC = b"\x93NUMPY"
+
+    def __init__(self):
+        self.enabled = False
+        self.calls = []
+
+    def serialize(self, payload):
+        if not self.enabled:
+            return None
+        self.calls.append(("serialize", payload.shape))
+        buf = io.BytesIO()
+        np.save(buf, payload)
+        return {"npy": buf.getvalue()}
+
+    def deserialize(self, state):
+        self.calls.append(("deserialize", torch.npy.current_device()))
+        return np.load(io.BytesIO(state["npy"]))
+
+
+FORMAT = NpyFormat()
+library.impl_serialization(FORMAT.serialize, FORMAT.deserialize)
+
+
+def _saved_bytes(obj) -> bytes:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+def _run(code: str, env=None) -> subprocess.CompletedProcess:
+    env = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "PATH": "", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env
+    )
 
 
 def _round_trip(obj, **load_kwargs):
@@ -114,6 +160,153 @@ class TestSaveLoad(TestCase):
             )
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertIn("device type at start of device string: npy", proc.stdout)
+
+
+class TestCustomFormat(TestCase):
+    """A backend that saves its payloads in a format of its own (impl_serialization)."""
+
+    def setUp(self):
+        FORMAT.enabled = True
+        FORMAT.calls.clear()
+
+    def tearDown(self):
+        FORMAT.enabled = False
+
+    def test_round_trip_calls_the_hooks(self):
+        x = torch.arange(6.0).reshape(2, 3).to("npy")
+        for kwargs in ({}, {"weights_only": True}, {"weights_only": False}):
+            FORMAT.calls.clear()
+            data = _saved_bytes(x)
+            self.assertIn(NpyFormat.MAGIC, data)
+            self.assertEqual(FORMAT.calls, [("serialize", (2, 3))])
+            y = torch.load(io.BytesIO(data), **kwargs)
+            self.assertEqual(FORMAT.calls, [("serialize", (2, 3)), ("deserialize", 0)])
+            self.assertEqual(y.device, torch.device("npy:0"))
+            self.assertEqual(y.cpu(), x.cpu())
+
+    def test_reduce_ex_names_the_rebuild_function(self):
+        x = torch.ones(2, device="npy")
+        rebuild, args = x.__reduce_ex__(2)
+        self.assertIs(rebuild, library._rebuild_payload_tensor)
+        self.assertEqual(args[0], "npy")
+        FORMAT.enabled = False
+        self.assertIs(x.__reduce_ex__(2)[0], torch._utils._rebuild_device_tensor_from_cpu_tensor)
+        self.assertNotIn(NpyFormat.MAGIC, _saved_bytes(x))
+
+    def test_dtypes(self):
+        for dtype in (torch.float16, torch.float64, torch.int32, torch.int64, torch.bool):
+            x = torch.arange(6).reshape(2, 3).to(dtype).to("npy")
+            y = _round_trip(x, weights_only=True)
+            self.assertEqual(y.dtype, dtype)
+            self.assertEqual(y.cpu(), x.cpu())
+
+    def test_views_and_strides(self):
+        x = torch.arange(12.0).reshape(3, 4).to("npy")
+        t = x.t()  # Fortran-ordered: the .npy format keeps that order
+        y = _round_trip(t, weights_only=True)
+        self.assertEqual(y.cpu(), t.cpu())
+        self.assertEqual(y.stride(), t.stride())
+        v = x[1:, ::2]  # saved as its own values, contiguous
+        y = _round_trip(v, weights_only=True)
+        self.assertEqual(FORMAT.calls[-2], ("serialize", (2, 2)))
+        self.assertEqual(y.cpu(), v.cpu())
+        self.assertEqual(y.stride(), (2, 1))
+        y.add_(1)  # the loaded tensor has a payload of its own
+        self.assertEqual(x.cpu(), torch.arange(12.0).reshape(3, 4))
+
+    def test_requires_grad(self):
+        x = torch.ones(3, device="npy", requires_grad=True)
+        for t in (x, x * 2):
+            y = _round_trip(t, weights_only=True)
+            self.assertTrue(y.requires_grad)
+            self.assertTrue(y.is_leaf)
+            self.assertEqual(y.cpu(), t.detach().cpu())
+
+    def test_state_dict_and_module(self):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU()).to("npy")
+        state = _round_trip(model.state_dict(), weights_only=True)
+        self.assertEqual([c[0] for c in FORMAT.calls].count("deserialize"), 2)
+        self.assertEqual(state["0.weight"].cpu(), model[0].weight.cpu())
+        loaded = _round_trip(model, weights_only=False)
+        self.assertIsInstance(loaded[0].weight, torch.nn.Parameter)
+        self.assertEqual(loaded[0].weight.device, torch.device("npy:0"))
+        self.assertEqual(loaded[0].weight.cpu(), model[0].weight.cpu())
+
+    def test_map_location_cpu(self):
+        x = torch.arange(4.0).to("npy").requires_grad_()
+        for location in ("cpu", torch.device("cpu"), {"npy:0": "cpu"}):
+            y = _round_trip({"x": x}, map_location=location, weights_only=True)["x"]
+            self.assertEqual(y.device, torch.device("cpu"))
+            self.assertEqual(y, torch.arange(4.0))
+            self.assertTrue(y.requires_grad)
+            self.assertTrue(y.is_leaf)
+        self.assertEqual(FORMAT.calls[-1][0], "deserialize")
+
+    def test_pickle_and_deepcopy(self):
+        x = torch.arange(3.0).to("npy")
+        y = pickle.loads(pickle.dumps(x))
+        self.assertEqual([c[0] for c in FORMAT.calls], ["serialize", "deserialize"])
+        self.assertEqual(y.device, torch.device("npy:0"))
+        self.assertEqual(y.cpu(), x.cpu())
+        # deepcopy copies on the device (clone); nothing is serialized.
+        FORMAT.calls.clear()
+        y = copy.deepcopy(x)
+        self.assertEqual(FORMAT.calls, [])
+        y.add_(1)
+        self.assertEqual(x.cpu(), torch.arange(3.0))
+
+    def test_registration_errors(self):
+        with self.assertRaisesRegex(TypeError, r"expected deserialize to be callable, but got "
+                                               r"int \(backend npy\)"):
+            library.impl_serialization(FORMAT.serialize, 1)
+        with self.assertRaisesRegex(RuntimeError, "already registered"):
+            library.impl_serialization(FORMAT.serialize, FORMAT.deserialize)
+
+    def test_load_without_backend_names_it(self):
+        x = torch.arange(3.0).to("npy")
+        with tempfile.NamedTemporaryFile(suffix=".pt") as f:
+            torch.save(x, f.name)
+            # torch_acc imported, the backend not set up: every way of loading names it.
+            proc = _run(
+                f"""
+                import torch
+                from torch_acc import library
+                for kwargs in ({{"weights_only": True}}, {{"weights_only": False}},
+                               {{"map_location": "cpu"}}):
+                    try:
+                        torch.load({f.name!r}, **kwargs)
+                    except RuntimeError as e:
+                        print(e)
+                """,
+                env={"PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+            )
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            lines = proc.stdout.splitlines()
+            self.assertEqual(len(lines), 3, proc.stdout)
+            for line in lines:
+                self.assertIn(
+                    "cannot load a tensor saved by the npy backend in its own format: the npy "
+                    "backend is not set up in this process. Loading it, even with "
+                    "map_location='cpu', needs the npy backend set up before torch.load",
+                    line,
+                )
+            # Not even imported: torch's weights-only unpickler refuses the rebuild function.
+            proc = _run(
+                f"""
+                import torch
+                try:
+                    torch.load({f.name!r}, weights_only=True)
+                except Exception as e:
+                    print(e)
+                """
+            )
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        rebuild = library._rebuild_payload_tensor
+        self.assertIn(
+            f"Unsupported global: GLOBAL {rebuild.__module__}.{rebuild.__qualname__}",
+            proc.stdout,
+        )
 
 
 if __name__ == "__main__":

@@ -11,7 +11,13 @@ import textwrap
 
 import torch
 
-__all__ = ["apply", "autocast_device_type", "prints_through_cpu", "untyped_storage_of"]
+__all__ = [
+    "apply",
+    "autocast_device_type",
+    "prints_through_cpu",
+    "reduce_payload_tensor",
+    "untyped_storage_of",
+]
 
 #: The source changes the patch series makes, mirrored at run time on stock wheels: in the
 #: function ``function`` of module ``module``, each ``(old, new)`` of ``lines`` replaces text
@@ -44,12 +50,23 @@ SOURCE_CHANGES = (
         "helper": "prints_through_cpu",
     },
     {
-        # torch.save stores a storage-less tensor as a CPU copy plus its requires_grad flag;
-        # a copy made with self.cpu() from a tensor that requires grad is a non-leaf, whose
-        # flag load cannot set. The copy is detached; the flag saved beside it is set on load.
+        # torch.save stores a storage-less tensor as a CPU copy plus its requires_grad flag,
+        # unless its Python backend saves payloads in a format of its own
+        # (library.impl_serialization). A copy made with self.cpu() from a tensor that
+        # requires grad is a non-leaf, whose flag load cannot set: the copy is detached; the
+        # flag saved beside it is set on load.
         "module": "torch._tensor",
         "function": "Tensor._reduce_ex_internal",
-        "lines": (("cpu_tensor = self.cpu()", "cpu_tensor = self.detach().cpu()"),),
+        "lines": (
+            (
+                "cpu_tensor = self.cpu()",
+                "reduced = _reduce_payload_tensor(self)\n"
+                "            if reduced is not None:\n"
+                "                return reduced\n"
+                "            cpu_tensor = self.detach().cpu()",
+            ),
+        ),
+        "helper": "reduce_payload_tensor",
     },
     {
         "module": "torch.amp.autocast_mode",
@@ -82,6 +99,17 @@ def untyped_storage_of(t: torch.Tensor) -> torch.UntypedStorage:
         token = torch.UntypedStorage(_C.payload_nbytes(t), device="meta")
         _C.set_storage_token(t, token)
     return token
+
+
+def reduce_payload_tensor(t: torch.Tensor):
+    """How pickle saves the storage-less tensor ``t``: ``(rebuild function, arguments)`` when
+    its Python backend saves payloads in a format of its own
+    (``library.impl_serialization``), else None (through the CPU)."""
+    from torch_acc import _C, library
+
+    if not _C.is_payload_tensor(t):
+        return None
+    return library._reduce(t)
 
 
 def prints_through_cpu(t: torch.Tensor) -> bool:
@@ -134,7 +162,9 @@ def _apply_source_change(change: dict) -> None:
     function = getattr(owner, name)
     if getattr(function, "_torch_acc_source_change", False):
         return  # applied already
-    source = textwrap.dedent(inspect.getsource(function))
+    # The lines are changed before the source is dedented: a new text of several lines
+    # carries the indentation of the file, as the series' change of the source does.
+    source = inspect.getsource(function)
     namespace = dict(vars(module))
     if "helper" in change:
         helper = "_" + change["helper"]
@@ -144,7 +174,8 @@ def _apply_source_change(change: dict) -> None:
     elif all(new in source and old not in source for old, new in change["lines"]):
         return  # a torch with the series applied
     code = compile(
-        "from __future__ import annotations\n" + _function_source(change, source),
+        "from __future__ import annotations\n"
+        + textwrap.dedent(_function_source(change, source)),
         module.__file__,
         "exec",
     )

@@ -19,10 +19,12 @@ import torch
 
 from torch_acc import _C
 
-__all__ = ["impl", "impl_payload"]
+__all__ = ["impl", "impl_payload", "impl_serialization"]
 
 _payload_functions: dict[str, object] = {}
 _lib = None
+#: ``(serialize, deserialize)`` of :func:`impl_serialization`, or None: through the CPU.
+_serialization: tuple | None = None
 
 
 def impl(op: str, fn=None):
@@ -94,3 +96,124 @@ def _copy_from_and_resize(src: torch.Tensor, dst: torch.Tensor):
     if dst.shape != src.shape:
         dst.resize_(src.shape)
     return _copy_from(src, dst)
+
+
+def impl_serialization(serialize, deserialize):
+    r"""Save this backend's payloads in a format of its own instead of through the CPU.
+
+    By default ``torch.save``, ``pickle`` and ``torch.Tensor.__reduce_ex__`` store a tensor of
+    a Python backend as a CPU copy, rebuilt on the device when loaded. A backend whose data
+    has a better form (a file format of its own, a handle that stays on a remote machine, a
+    copy without a round trip through the host) registers two functions instead:
+
+    Args:
+        serialize: ``serialize(payload)``, the object saved in place of the payload (for a
+            view, of the view's payload), or None to save this payload through the CPU.
+            Loading with ``weights_only=True`` (``torch.load``'s default) rebuilds only what
+            torch's weights-only unpickler allows: tensors, numbers, strings, ``bytes``,
+            tuples, lists and dicts of them.
+        deserialize: ``deserialize(state)``, a new payload with the values of the payload
+            ``serialize`` was given. The tensor gets the saved shape, dtype, requires_grad
+            and device (after ``map_location``), and the strides of the new payload.
+
+    Loading such a tensor needs the backend set up in the loading process, even with
+    ``map_location="cpu"`` (the payload is deserialized, then copied to the CPU with the
+    ``to_cpu`` function of :func:`impl_payload`); without it, ``torch.load`` raises an
+    error naming the backend. ``copy.deepcopy`` copies on the device (``clone``) and does not
+    serialize.
+
+    Example::
+
+        >>> # xdoctest: +SKIP
+        >>> import io
+        >>> import numpy as np
+        >>> from torch_acc import library
+        >>> def serialize(array):
+        ...     buf = io.BytesIO()
+        ...     np.save(buf, array)  # the .npy format: dtype, shape, order, data
+        ...     return {"npy": buf.getvalue()}
+        >>> def deserialize(state):
+        ...     return np.load(io.BytesIO(state["npy"]))
+        >>> library.impl_serialization(serialize, deserialize)
+        >>> torch.save(torch.ones(3, device="npy"), "ones.pt")  # holds the .npy bytes
+    """
+    global _serialization
+    for what, fn in (("serialize", serialize), ("deserialize", deserialize)):
+        if not callable(fn):
+            raise TypeError(
+                f"expected {what} to be callable, but got {type(fn).__qualname__} (backend "
+                f"{torch._C._get_privateuse1_backend_name()})"
+            )
+    if not _payload_functions:
+        raise RuntimeError(
+            "register the payload functions (impl_payload) before impl_serialization: loading "
+            "with map_location='cpu' needs to_cpu"
+        )
+    if _serialization is not None:
+        raise RuntimeError("the serialization functions of this backend are already registered")
+    _allow_rebuild()
+    _serialization = (serialize, deserialize)
+
+
+def _allow_rebuild() -> None:
+    """Let ``torch.load(weights_only=True)`` call :func:`_rebuild_payload_tensor`."""
+    if _rebuild_payload_tensor not in torch.serialization.get_safe_globals():
+        torch.serialization.add_safe_globals([_rebuild_payload_tensor])
+
+
+def _reduce(tensor: torch.Tensor):
+    """``(rebuild function, arguments)`` saving the payload tensor ``tensor`` in its backend's
+    own format (:func:`impl_serialization`), or None to save it through the CPU."""
+    if _serialization is None:
+        return None
+    state = _serialization[0](_C.payload(tensor))
+    if state is None:
+        return None
+    _allow_rebuild()
+    return (
+        _rebuild_payload_tensor,
+        (
+            torch._C._get_privateuse1_backend_name(),
+            state,
+            tensor.dtype,
+            tuple(tensor.shape),
+            str(tensor.device),
+            tensor.requires_grad,
+        ),
+    )
+
+
+def _rebuild_payload_tensor(backend, state, dtype, size, device, requires_grad):
+    """Loads a tensor saved by :func:`_reduce`, on ``device`` or where ``map_location`` says."""
+    if torch._C._get_privateuse1_backend_name() != backend or not _C.is_python_backend():
+        reason = f"the {backend} backend is not set up in this process"
+    elif _serialization is None:
+        reason = f"the {backend} backend registers no deserialize function (impl_serialization)"
+    else:
+        reason = None
+    if reason is not None:
+        raise RuntimeError(
+            f"cannot load a tensor saved by the {backend} backend in its own format: {reason}. "
+            f"Loading it, even with map_location='cpu', needs the {backend} backend set up "
+            "before torch.load"
+        )
+    target = torch.device(torch._utils._get_restore_location(device))
+    if target.type == backend and target.index is not None:
+        # The payload is made on the device it will belong to, as kernels' results are.
+        previous = _C.current_device()
+        _C.set_device(target.index)
+        try:
+            payload = _serialization[1](state)
+        finally:
+            _C.set_device(previous)
+    else:
+        payload = _serialization[1](state)
+    if target.type == backend:
+        tensor = _C.wrap(payload, shape=size, dtype=dtype, device=target)
+    else:
+        tensor = _payload_functions["to_cpu"](payload).to(dtype).reshape(size).to(target)
+    tensor.requires_grad = requires_grad
+    return tensor
+
+
+_allow_rebuild()
