@@ -1,12 +1,30 @@
 # Owner(s): ["module: PrivateUse1"]
-"""torch.compile on a Python backend: eager and aot_eager match eager, forward and backward."""
+"""torch.compile on a Python backend: eager and aot_eager match eager, forward and backward;
+a backend's own compiler (register_compile_backend) through backend="torch_acc"."""
 
 import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
+from torch_acc.backend_registration import register_compile_backend
 from torch_acc.backends import numpy as npy_backend
+from torch_acc.registry import register_backend
 
 npy_backend.setup()
+
+
+class RecordingCompiler:
+    """A device's compiler that records what it is given and runs the graph as it is."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, gm, example_inputs):
+        self.calls.append((gm, list(example_inputs)))
+        return gm.forward
+
+
+class OtherBackend:
+    """The device module of a second backend, registered and never bound."""
 
 
 def _loss(w, b, x):
@@ -64,6 +82,93 @@ class TestCompile(TestCase):
             r"(inductor cannot compile for npy: )?tensors on npy have no storage",
         ):
             torch.compile(lambda t: (t * 2).sum())(x)
+
+
+class TestCompileBackendPerDevice(TestCase):
+    def setUp(self):
+        torch._dynamo.reset()
+        self.npy = RecordingCompiler()
+        register_compile_backend("npy", self.npy)
+
+    def test_compiler_gets_forward_and_backward_graphs(self):
+        w, b, x = _inputs()
+        expected = _loss(w, b, x)
+        expected.backward()
+        grads = [w.grad.cpu(), b.grad.cpu()]
+        w.grad = b.grad = None
+        out = torch.compile(_loss, backend="torch_acc", fullgraph=True)(w, b, x)
+        self.assertEqual(len(self.npy.calls), 1)
+        gm, example_inputs = self.npy.calls[0]
+        self.assertIsInstance(gm, torch.fx.GraphModule)
+        self.assertIn("aten.mm", str(gm.graph))  # AOTAutograd's ATen-level graph
+        self.assertEqual({t.device for t in example_inputs}, {torch.device("npy:0")})
+        self.assertEqual(out.device, torch.device("npy:0"))
+        self.assertEqual(out.cpu(), expected.cpu())
+        out.backward()
+        self.assertEqual(len(self.npy.calls), 2)  # the backward graph, when it first runs
+        self.assertEqual([w.grad.cpu(), b.grad.cpu()], grads)
+
+    def test_dynamo_graph_without_aot(self):
+        register_compile_backend("npy", self.npy, aot=False)
+        try:
+            w, b, x = _inputs()
+            expected = _loss(w, b, x)
+            out = torch.compile(_loss, backend="torch_acc", fullgraph=True)(w, b, x)
+            self.assertEqual(len(self.npy.calls), 1)
+            gm, example_inputs = self.npy.calls[0]
+            self.assertNotIn("aten.", str(gm.graph))  # torch-level operations
+            self.assertEqual(len(example_inputs), 3)
+            self.assertEqual(out.cpu(), expected.cpu())
+            out.backward()  # the graph ran with autograd
+            self.assertEqual(w.grad.device, torch.device("npy:0"))
+        finally:
+            register_compile_backend("npy", self.npy)
+
+    def test_module_parameters(self):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU()).to("npy")
+        x = torch.randn(5, 3).to("npy")
+        expected = model(x).cpu()
+        self.assertEqual(torch.compile(model, backend="torch_acc")(x).cpu(), expected)
+        self.assertEqual(len(self.npy.calls), 1)
+
+    def test_devices_do_not_mix(self):
+        register_backend("other", OtherBackend())
+        other = RecordingCompiler()
+        register_compile_backend("other", other)
+        fn = torch.compile(lambda t: (t * 2).sum(), backend="torch_acc")
+        self.assertEqual(fn(torch.ones(3, device="npy")).cpu(), torch.tensor(6.0))
+        self.assertEqual(len(self.npy.calls), 1)
+        # A graph on a device without a compiler of its own runs with aot_eager.
+        self.assertEqual(fn(torch.ones(3)), torch.tensor(6.0))
+        self.assertEqual(len(self.npy.calls), 1)
+        self.assertEqual(other.calls, [])
+
+    def test_registration_errors(self):
+        for device in ("nodev", "cuda"):
+            with self.assertRaisesRegex(
+                ValueError, f"cannot register a compile backend for '{device}': it is not a "
+                "Python backend set up or registered in this process"
+            ):
+                register_compile_backend(device, self.npy)
+        with self.assertRaisesRegex(
+            TypeError, "cannot register a compile backend for 'npy': expected compiler_fn to "
+            "be callable, but got int"
+        ):
+            register_compile_backend("npy", 1)
+        with self.assertRaisesRegex(ValueError, r"takes a device type, but got npy:0"):
+            register_compile_backend(torch.device("npy:0"), self.npy)
+        register_compile_backend(torch.device("npy"), self.npy)
+
+    def test_inductor_error_names_the_compile_backend(self):
+        from torch._inductor.codegen.common import get_scheduling_for_device
+
+        with self.assertRaisesRegex(
+            RuntimeError, r"inductor cannot compile for npy: .* Use "
+            r"torch.compile\(backend='torch_acc'\), which runs the compiler the npy backend "
+            r"registers with register_compile_backend"
+        ):
+            get_scheduling_for_device("npy")()
 
 
 if __name__ == "__main__":

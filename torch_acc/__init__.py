@@ -21,7 +21,10 @@ from torch_acc import (
     library,
 )
 from torch_acc._C import DeviceGuard, PrivateUse1Hooks
-from torch_acc.backend_registration import setup_privateuseone_for_python_backend
+from torch_acc.backend_registration import (
+    register_compile_backend,
+    setup_privateuseone_for_python_backend,
+)
 from torch_acc.payload import payload, wrap
 from torch_acc.registry import (
     current_accelerator,
@@ -40,6 +43,7 @@ __all__ = [
     "library",
     "payload",
     "register_backend",
+    "register_compile_backend",
     "set_current_accelerator",
     "setup_privateuseone_for_python_backend",
     "use",

@@ -14,7 +14,7 @@ import torch
 from torch_acc import _autocast, _C, _patches
 from torch_acc._fallback import fallback
 
-__all__ = ["setup_privateuseone_for_python_backend"]
+__all__ = ["register_compile_backend", "setup_privateuseone_for_python_backend"]
 
 _DEFAULT_NAME = "privateuseone"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -312,6 +312,7 @@ def setup_privateuseone_for_python_backend(
         _autocast.register()
         _patches.apply()
         _refuse_inductor(name)
+        _register_dynamo_backend()
         _setup_done = (name, backend_module)
         return backend_module
 
@@ -322,18 +323,144 @@ def _refuse_inductor(name: str) -> None:
     Inductor generates code that reads tensors' storages, which a Python backend's tensors do
     not have; without a code generator registered for the device it fails somewhere inside
     lowering (on torch 2.6 with ``'NoneType' object is not callable``). A backend with a
-    compiler of its own registers it as a ``torch.compile`` backend instead.
+    compiler of its own registers it with :func:`register_compile_backend`, and
+    ``torch.compile(backend="torch_acc")`` uses it.
     """
     from torch._inductor.codegen.common import register_backend_for_device
 
     def refuse(*args, **kwargs):
         raise RuntimeError(
             f"inductor cannot compile for {name}: tensors on {name} have no storage for "
-            "generated code to read. Use torch.compile(backend='aot_eager') (or 'eager'), or "
-            f"a compile backend that the {name} backend provides"
+            f"generated code to read. Use torch.compile(backend={COMPILE_BACKEND!r}), which "
+            f"runs the compiler the {name} backend registers with register_compile_backend "
+            "(aot_eager where it registers none), or backend='aot_eager' (or 'eager')"
         )
 
     register_backend_for_device(name, refuse, refuse)
+
+
+#: The name of the ``torch.compile`` backend that hands a graph to the compiler its device's
+#: backend registered (:func:`register_compile_backend`).
+COMPILE_BACKEND = "torch_acc"
+
+#: device type -> (compiler_fn, aot) of :func:`register_compile_backend`.
+_compilers: dict[str, tuple[object, bool]] = {}
+_dynamo_backend_registered = False
+#: Guards the two above; setup holds ``_lock`` while it registers the Dynamo backend.
+_compile_lock = threading.Lock()
+
+
+def register_compile_backend(device, compiler_fn, *, aot: bool = True) -> None:
+    r"""Register the compiler that ``torch.compile`` uses for graphs on ``device``.
+
+    ``torch.compile(model, backend="torch_acc")`` gives a graph whose inputs (and parameters)
+    are on ``device`` to ``compiler_fn``; a graph on a device without a registered compiler
+    (the CPU, another backend) runs with ``aot_eager``. One graph is compiled for one device:
+    a graph with inputs on two devices that both registered compilers is an error.
+
+    Args:
+        device (str or torch.device): a Python backend's device type (``"npy"``), set up or
+            registered (:func:`torch_acc.register_backend`); not an index.
+        compiler_fn: ``compiler_fn(graph_module, example_inputs)``, a callable that runs the
+            graph: called with positional tensors, it returns what ``graph_module`` returns.
+            This is a ``torch.compile`` backend's signature (a JAX ``jit``, a NumPy graph
+            executor...).
+        aot (bool): with ``True`` (the default), ``compiler_fn`` gets the ATen-level forward
+            and backward graphs of AOTAutograd (as inductor does), whose example inputs are
+            fake tensors, and needs no autograd of its own; with ``False``, Dynamo's
+            torch-level graph, which it must run with autograd if gradients are wanted.
+
+    Registering again replaces the device's compiler; what was compiled with the previous one
+    keeps it until ``torch._dynamo.reset()``.
+
+    Example::
+
+        >>> # xdoctest: +SKIP
+        >>> def compiler(gm, example_inputs):
+        ...     print(gm.graph)
+        ...     return gm.forward
+        >>> register_compile_backend("npy", compiler)
+        >>> torch.compile(model.to("npy"), backend="torch_acc")(x.to("npy"))
+    """
+    if isinstance(device, torch.device):
+        if device.index is not None:
+            raise ValueError(
+                f"register_compile_backend takes a device type, but got {device} (with an "
+                f"index): use {device.type!r}"
+            )
+        device = device.type
+    if not isinstance(device, str):
+        raise TypeError(
+            f"expected device to be a str or torch.device, but got {type(device).__qualname__}"
+        )
+    if not _is_known_backend(device):
+        raise ValueError(
+            f"cannot register a compile backend for {device!r}: it is not a Python backend "
+            "set up or registered in this process (expected one of: "
+            f"{', '.join(map(repr, _known_backends())) or 'none'})"
+        )
+    if not callable(compiler_fn):
+        raise TypeError(
+            f"cannot register a compile backend for {device!r}: expected compiler_fn to be "
+            f"callable, but got {type(compiler_fn).__qualname__}"
+        )
+    with _compile_lock:
+        _compilers[device] = (compiler_fn, bool(aot))
+    _register_dynamo_backend()
+
+
+def _known_backends() -> list[str]:
+    from torch_acc import registry
+
+    names = set(registry._registry)
+    if _setup_done is not None:
+        names.add(_setup_done[0])
+    return sorted(names)
+
+
+def _is_known_backend(name: str) -> bool:
+    return name in _known_backends()
+
+
+def _register_dynamo_backend() -> None:
+    """Registers :data:`COMPILE_BACKEND` with ``torch._dynamo`` (once)."""
+    global _dynamo_backend_registered
+    with _compile_lock:
+        if _dynamo_backend_registered:
+            return
+        from torch._dynamo import register_backend
+
+        register_backend(_compile_for_device, name=COMPILE_BACKEND)
+        _dynamo_backend_registered = True
+
+
+def _graph_devices(gm, example_inputs) -> list[str]:
+    """The device types of a graph's tensors: inputs, parameters and buffers, in order."""
+    tensors = [t for t in example_inputs if isinstance(t, torch.Tensor)]
+    tensors += list(gm.parameters()) + list(gm.buffers())
+    return list(dict.fromkeys(t.device.type for t in tensors))
+
+
+def _compile_for_device(gm, example_inputs):
+    """The ``torch_acc`` compile backend: the compiler of the graph's device, or aot_eager."""
+    devices = [d for d in _graph_devices(gm, example_inputs) if d in _compilers]
+    if len(devices) > 1:
+        raise RuntimeError(
+            f"cannot compile one graph for {devices[0]} and {devices[1]}: both registered a "
+            f"compile backend, and backend={COMPILE_BACKEND!r} gives a graph to one device's "
+            "compiler. Move the inputs to one device"
+        )
+    if not devices:
+        from torch._dynamo.backends.registry import lookup_backend
+
+        return lookup_backend("aot_eager")(gm, example_inputs)
+    compiler_fn, aot = _compilers[devices[0]]
+    if not aot:
+        return compiler_fn(gm, example_inputs)
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.aot_autograd import make_boxed_compiler
+
+    return aot_autograd(fw_compiler=make_boxed_compiler(compiler_fn))(gm, example_inputs)
 
 
 def _check_type(obj, cls, what: str) -> None:
