@@ -1,6 +1,10 @@
 # Owner(s): ["module: PrivateUse1"]
 """The Python device guard: device indices, streams, events, and autograd on every device."""
 
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 
 import torch
@@ -145,6 +149,40 @@ class TestAutograd(TestCase):
         t.join()
         if errors:
             raise errors[0]
+
+
+class TestInterpreterExit(TestCase):
+    def test_exit_while_a_device_thread_runs_kernels(self):
+        # The interpreter exits while autograd's device thread runs the backend's kernels
+        # (a backward pass in a daemon thread). A device thread that asks for the GIL once
+        # the interpreter finalizes is ended by CPython, and the unwind aborted the process:
+        # "terminate called without an active exception". Now the kernels running are
+        # waited for at exit, and later ones raise.
+        code = textwrap.dedent(
+            """
+            import threading, time
+            import torch
+            from torch_acc.backends import numpy as npy_backend
+            npy_backend.setup()
+            w = torch.randn(600, 600).to("npy").requires_grad_()
+            y = w
+            for _ in range(30):
+                y = y @ w
+            loss = y.sum()
+            threading.Thread(target=loss.backward, daemon=True).start()
+            time.sleep(0.1)
+            print("exiting", flush=True)
+            """
+        )
+        env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+        proc = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env
+        )
+        self.assertNotIn("terminate called", proc.stderr)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stdout, "exiting\n")
+        if proc.stderr:  # the backward pass, cut short, reports why in its thread
+            self.assertIn("the Python interpreter is exiting", proc.stderr)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ patch series: after :func:`setup_privateuseone_for_python_backend`, kernels regi
 ``torch.library`` for ``"privateuseone"`` make a device that behaves like one built in C++.
 """
 
+import atexit
 import contextlib
 import re
 import threading
@@ -313,8 +314,20 @@ def setup_privateuseone_for_python_backend(
         _patches.apply()
         _refuse_inductor(name)
         _register_dynamo_backend()
+        atexit.register(_at_exit)
         _setup_done = (name, backend_module)
         return backend_module
+
+
+#: How long the interpreter waits at exit for kernels running on autograd's device threads.
+EXIT_TIMEOUT_S = 10.0
+
+
+def _at_exit() -> None:
+    """Runs while the interpreter is still intact: kernels may no longer start on autograd's
+    device threads, and those running are waited for (see ``csrc/acc/Shutdown.h``). A device
+    thread that asks for the GIL once the interpreter finalizes would abort the process."""
+    _C.begin_exit(EXIT_TIMEOUT_S)
 
 
 def _refuse_inductor(name: str) -> None:

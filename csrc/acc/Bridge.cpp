@@ -1,6 +1,7 @@
 #include <torch/csrc/acc/Bridge.h>
 
 #include <torch/csrc/acc/Generator.h>
+#include <torch/csrc/acc/Shutdown.h>
 
 #include <ATen/Context.h>
 #include <ATen/ExpandUtils.h>
@@ -382,6 +383,7 @@ class PythonKernel final : public c10::OperatorKernel {
       c10::DispatchKeySet /*ks*/,
       torch::jit::Stack* stack) {
     const auto n = args_.size();
+    const PythonCallGate gate; // see Shutdown.h
     py::gil_scoped_acquire gil;
     Call call;
     c10::SmallVector<py::object, 8> args;
@@ -865,6 +867,7 @@ void fallbackKernel(
     torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const auto n = schema.arguments().size();
+  const PythonCallGate gate; // see Shutdown.h
   py::gil_scoped_acquire gil;
   TORCH_CHECK(fallback_fn != nullptr, "no fallback is installed");
   py::list args;

@@ -9,6 +9,7 @@
 #include <torch/csrc/acc/EmptyTensor.h>
 #include <torch/csrc/acc/Hooks.h>
 #include <torch/csrc/acc/PayloadTensor.h>
+#include <torch/csrc/acc/Shutdown.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/csrc/utils/python_numbers.h>
@@ -217,6 +218,14 @@ void initBindings(PyObject* module) {
       },
       "Whether PrivateUse1 has a device guard (from this module or any "
       "other extension).");
+
+  m.def(
+      "begin_exit",
+      &beginExit,
+      py::arg("timeout_s"),
+      "Called at interpreter exit: kernels may no longer start on other "
+      "threads; waits up to timeout_s seconds for those running. Returns "
+      "whether they all returned (see csrc/acc/Shutdown.h).");
 
   m.def(
       "is_python_backend",
