@@ -166,7 +166,7 @@ class TestInterpreterExit(TestCase):
             npy_backend.setup()
             w = torch.randn(600, 600).to("npy").requires_grad_()
             y = w
-            for _ in range(30):
+            for _ in range(100):
                 y = y @ w
             loss = y.sum()
             threading.Thread(target=loss.backward, daemon=True).start()
