@@ -12,7 +12,8 @@ from torch.testing._internal.common_utils import run_tests, TestCase
 
 from torch_acc import _C
 from torch_acc.backend_registration import setup_privateuseone_for_python_backend
-from torch_acc.backends.numpy import _np_dtype, _NUMPY_TO_TORCH
+from torch_acc.backends.numpy._common import np_dtype as _np_dtype
+from torch_acc.backends.numpy._common import NUMPY_TO_TORCH as _NUMPY_TO_TORCH
 
 #: The device name this backend registers.
 DEVICE = "npy"

@@ -114,6 +114,12 @@ def _split(dotted: str) -> tuple[str, str]:
     return parent, name
 
 
+def _package_of(module: str) -> str | None:
+    """The carried package (rule 3 for packages) that ``module`` is a submodule of, or None."""
+    packages = {src.replace("/", ".") for src in PACKAGES}
+    return next((p for p in packages if module.startswith(p + ".")), None)
+
+
 def rewrite_imports(text: str, path: str) -> str:
     """Rule 2 applied to a Python file: every ``from torch_acc... import x`` is rewritten.
 
@@ -129,6 +135,8 @@ def rewrite_imports(text: str, path: str) -> str:
             module, name = _split(MODULES[full])
         elif module in MODULES:
             module = MODULES[module]
+        elif (package := _package_of(module)) is not None:
+            module = MODULES[package] + module[len(package):]
         else:
             raise ValueError(f"{path}: no in-tree home for {full} (tools/series_rules.py)")
         return f"from {module} import {name}" + ("" if name == alias else f" as {alias}")
