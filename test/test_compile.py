@@ -1,6 +1,6 @@
 # Owner(s): ["module: PrivateUse1"]
 """torch.compile on a Python backend: eager and aot_eager match eager, forward and backward;
-a backend's own compiler (register_compile_backend) through backend="torch_acc"."""
+a backend's own compiler (register_compile_backend) through backend="per_device"."""
 
 import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
@@ -96,7 +96,7 @@ class TestCompileBackendPerDevice(TestCase):
         expected.backward()
         grads = [w.grad.cpu(), b.grad.cpu()]
         w.grad = b.grad = None
-        out = torch.compile(_loss, backend="torch_acc", fullgraph=True)(w, b, x)
+        out = torch.compile(_loss, backend="per_device", fullgraph=True)(w, b, x)
         self.assertEqual(len(self.npy.calls), 1)
         gm, example_inputs = self.npy.calls[0]
         self.assertIsInstance(gm, torch.fx.GraphModule)
@@ -113,7 +113,7 @@ class TestCompileBackendPerDevice(TestCase):
         try:
             w, b, x = _inputs()
             expected = _loss(w, b, x)
-            out = torch.compile(_loss, backend="torch_acc", fullgraph=True)(w, b, x)
+            out = torch.compile(_loss, backend="per_device", fullgraph=True)(w, b, x)
             self.assertEqual(len(self.npy.calls), 1)
             gm, example_inputs = self.npy.calls[0]
             self.assertNotIn("aten.", str(gm.graph))  # torch-level operations
@@ -129,14 +129,14 @@ class TestCompileBackendPerDevice(TestCase):
         model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU()).to("npy")
         x = torch.randn(5, 3).to("npy")
         expected = model(x).cpu()
-        self.assertEqual(torch.compile(model, backend="torch_acc")(x).cpu(), expected)
+        self.assertEqual(torch.compile(model, backend="per_device")(x).cpu(), expected)
         self.assertEqual(len(self.npy.calls), 1)
 
     def test_devices_do_not_mix(self):
         register_backend("other", OtherBackend())
         other = RecordingCompiler()
         register_compile_backend("other", other)
-        fn = torch.compile(lambda t: (t * 2).sum(), backend="torch_acc")
+        fn = torch.compile(lambda t: (t * 2).sum(), backend="per_device")
         self.assertEqual(fn(torch.ones(3, device="npy")).cpu(), torch.tensor(6.0))
         self.assertEqual(len(self.npy.calls), 1)
         # A graph on a device without a compiler of its own runs with aot_eager.
@@ -165,7 +165,7 @@ class TestCompileBackendPerDevice(TestCase):
 
         with self.assertRaisesRegex(
             RuntimeError, r"inductor cannot compile for npy: .* Use "
-            r"torch.compile\(backend='torch_acc'\), which runs the compiler the npy backend "
+            r"torch.compile\(backend='per_device'\), which runs the compiler the npy backend "
             r"registers with register_compile_backend"
         ):
             get_scheduling_for_device("npy")()

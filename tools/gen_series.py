@@ -496,13 +496,18 @@ PrivateUse1 backends print as before.
         f"    python test/{series_rules.TEST_PREFIX}device.py",
     ),
     Patch(
-        "[_tensor] Save a storage-less tensor that requires grad through a detached copy",
+        "[_tensor] Save storage-less tensors detached or in their backend's format",
         """
 torch.save stores a tensor without storage (xla, lazy, mtia, and the payload tensors of
 Python backends) as a CPU copy plus its requires_grad flag. The copy was self.cpu(), which
 for a tensor that requires grad is a non-leaf of the autograd graph, so loading failed
 when it set requires_grad on the tensor made from the copy. Tensor._reduce_ex_internal now
 copies self.detach().cpu(); the flag, saved beside the copy, is set on load as before.
+
+A Python backend may save its payloads in a format of its own instead
+(torch.utils._acc_library.impl_serialization): the new helper _reduce_payload_tensor then
+reduces such a tensor to the backend's rebuild function and the state its serialize
+function returns, and None for every other tensor, which is saved as before.
 """,
         source_change("torch._tensor"),
         f"    python test/{series_rules.TEST_PREFIX}serialization.py",

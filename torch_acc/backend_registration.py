@@ -337,7 +337,7 @@ def _refuse_inductor(name: str) -> None:
     not have; without a code generator registered for the device it fails somewhere inside
     lowering (on torch 2.6 with ``'NoneType' object is not callable``). A backend with a
     compiler of its own registers it with :func:`register_compile_backend`, and
-    ``torch.compile(backend="torch_acc")`` uses it.
+    ``torch.compile(backend="per_device")`` uses it.
     """
     from torch._inductor.codegen.common import register_backend_for_device
 
@@ -354,7 +354,7 @@ def _refuse_inductor(name: str) -> None:
 
 #: The name of the ``torch.compile`` backend that hands a graph to the compiler its device's
 #: backend registered (:func:`register_compile_backend`).
-COMPILE_BACKEND = "torch_acc"
+COMPILE_BACKEND = "per_device"
 
 #: device type -> (compiler_fn, aot) of :func:`register_compile_backend`.
 _compilers: dict[str, tuple[object, bool]] = {}
@@ -366,7 +366,7 @@ _compile_lock = threading.Lock()
 def register_compile_backend(device, compiler_fn, *, aot: bool = True) -> None:
     r"""Register the compiler that ``torch.compile`` uses for graphs on ``device``.
 
-    ``torch.compile(model, backend="torch_acc")`` gives a graph whose inputs (and parameters)
+    ``torch.compile(model, backend="per_device")`` gives a graph whose inputs (and parameters)
     are on ``device`` to ``compiler_fn``; a graph on a device without a registered compiler
     (the CPU, another backend) runs with ``aot_eager``. One graph is compiled for one device:
     a graph with inputs on two devices that both registered compilers is an error.
@@ -393,7 +393,7 @@ def register_compile_backend(device, compiler_fn, *, aot: bool = True) -> None:
         ...     print(gm.graph)
         ...     return gm.forward
         >>> register_compile_backend("npy", compiler)
-        >>> torch.compile(model.to("npy"), backend="torch_acc")(x.to("npy"))
+        >>> torch.compile(model.to("npy"), backend="per_device")(x.to("npy"))
     """
     if isinstance(device, torch.device):
         if device.index is not None:
