@@ -24,10 +24,12 @@ subprocesses of their own (``--host seed``, ``--host bridge``), which print thei
 JSON; native CPU torch and the wrapper subclass need no device and are timed in the same
 processes: native beside the seed path, native and the wrapper beside the bridge. Within a
 process the implementations' timed loops of N calls alternate (in order, then in reverse
-order), so a slow spell of a shared machine falls on all of them alike. The parent runs the
-two subprocesses in turn, for several rounds in the full mode, and prints one table of
-per-call times in microseconds (the median over all timed loops, each implementation warmed
-up first) with the ratios, and the targets met or missed. A ratio is the median over the
+order), so a slow spell of a shared machine falls on all of them alike, and a loop's time is
+the CPU time the process spent in it (``time.process_time_ns``), so time spent waiting for a
+core that other processes hold is not counted. Each subprocess times several rounds (one in
+the quick mode); the parent runs the two in turn and prints one table of per-call times in
+microseconds (the median over all timed loops, each implementation warmed up first) with the
+ratios, and the targets met or missed. A ratio is the median over the
 rounds of each round's ratio of median loop times of two implementations timed in the same
 process; the targets give its range too. The seed path and the bridge never share a process:
 their ratio is that of their ratios to native in their own processes. A miss does not change
@@ -60,14 +62,14 @@ CASES = ("a + b", "a.sum()", "a @ b", "create", "a + b (grad)")
 HOSTS = {"seed": ("native", "seed"), "bridge": ("native", "bridge", "wrapper")}
 
 #: (calls per timed loop, timed loops of each implementation per subprocess, warm-up calls,
-#: rounds) for each mode. Each round runs both subprocesses once, in turn.
+#: rounds) for each mode. Each subprocess times all rounds; round i of one subprocess is paired
+#: with round i of the other where a ratio needs both.
 LOOPS = {"quick": (500, 4, 200, 1), "full": (1000, 8, 500, 7)}
 
 
 def time_interleaved(fns: dict, number: int, repeats: int) -> dict[str, list[float]]:
-    """Times of one call of each of ``fns`` in microseconds, one per loop of ``number`` calls.
-
-    The loops alternate between the functions, in order and then in reverse order, so that
+    """CPU times of one call of each of ``fns`` in microseconds, one per loop of ``number``
+    calls. The loops alternate between the functions, in order and then in reverse order, so that
     each function's loops are spread over the same stretch of time as the others'.
     """
     samples = {name: [] for name in fns}
@@ -78,10 +80,10 @@ def time_interleaved(fns: dict, number: int, repeats: int) -> dict[str, list[flo
         for i in range(repeats):
             for name in order if i % 2 == 0 else reversed(order):
                 fn = fns[name]
-                start = time.perf_counter_ns()
+                start = time.process_time_ns()
                 for _ in range(number):
                     fn()
-                samples[name].append((time.perf_counter_ns() - start) / number / 1e3)
+                samples[name].append((time.process_time_ns() - start) / number / 1e3)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -295,40 +297,45 @@ def error_text(exc: BaseException) -> str:
     return f"error: {type(exc).__name__}: {lines[0] if lines else ''}"
 
 
-def measure(host: str, mode: str) -> dict:
+def measure(host: str, mode: str) -> list[dict]:
     """Per-loop timings (microseconds) of every case for each implementation of ``host``,
-    timed interleaved, or an error message in place of an implementation's timings."""
-    number, repeats, warmup, _ = LOOPS[mode]
-    results = {impl: {} for impl in HOSTS[host]}
+    timed interleaved, one ``{impl: {case: timings}}`` per round; an error message in place
+    of an implementation's timings where it failed."""
+    number, repeats, warmup, rounds = LOOPS[mode]
+    errors = {impl: {} for impl in HOSTS[host]}
     setups = {}
     for impl in HOSTS[host]:
         try:
             setups[impl] = SETUPS[impl]()
         except Exception as exc:
-            results[impl] = dict.fromkeys(CASES, error_text(exc))
+            errors[impl] = dict.fromkeys(CASES, error_text(exc))
+    fns = {case: {} for case in CASES}
     for case in CASES:
-        fns = {}
         for impl, cases in setups.items():
             try:
                 for _ in range(warmup):
                     cases[case]()
             except Exception as exc:
-                results[impl][case] = error_text(exc)
+                errors[impl][case] = error_text(exc)
             else:
-                fns[impl] = cases[case]
-        for impl, samples in time_interleaved(fns, number, repeats).items():
-            results[impl][case] = samples
+                fns[case][impl] = cases[case]
+    results = []
+    for _ in range(rounds):
+        results.append({impl: dict(errors[impl]) for impl in HOSTS[host]})
+        for case in CASES:
+            for impl, samples in time_interleaved(fns[case], number, repeats).items():
+                results[-1][impl][case] = samples
     return results
 
 
-def run_child(host: str, mode: str) -> dict:
+def run_child(host: str, mode: str) -> list[dict]:
     """``measure(host, mode)`` in a fresh interpreter, so backends do not share PrivateUse1."""
     args = [sys.executable, __file__, "--host", host] + (["--quick"] if mode == "quick" else [])
     proc = subprocess.run(args, capture_output=True, text=True)
     if proc.returncode != 0:
         lines = proc.stderr.strip().splitlines()
         error = f"error: subprocess exited with {proc.returncode}: {lines[-1] if lines else ''}"
-        return {impl: dict.fromkeys(CASES, error) for impl in HOSTS[host]}
+        return [{impl: dict.fromkeys(CASES, error) for impl in HOSTS[host]}] * LOOPS[mode][3]
     return json.loads(proc.stdout)
 
 
@@ -428,8 +435,10 @@ def format_targets(ratios: dict) -> str:
 
 
 def collect(mode: str) -> list[dict]:
-    """One ``{host: measure(host, mode)}`` per round, the hosts' subprocesses run in turn."""
-    return [{host: run_child(host, mode) for host in HOSTS} for _ in range(LOOPS[mode][3])]
+    """One ``{host: that round of measure(host, mode)}`` per round; the hosts' subprocesses
+    run in turn."""
+    hosts = {host: run_child(host, mode) for host in HOSTS}
+    return [{host: hosts[host][i] for host in HOSTS} for i in range(LOOPS[mode][3])]
 
 
 def main() -> None:
@@ -447,7 +456,7 @@ def main() -> None:
         f"op_overhead ({mode}): torch {torch.__version__}, numpy {np.__version__}, "
         f"python {platform.python_version()}; 4x4 float32; microseconds per call, median of "
         f"{rounds} rounds x {repeats} interleaved loops of {number} calls ({warmup} warm-up "
-        f"calls); ratios: median over the rounds"
+        f"calls each), CPU time; ratios: median over the rounds"
     )
     print(format_table(times, ratios))
     print(format_targets(ratios))
