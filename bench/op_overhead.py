@@ -37,8 +37,8 @@ the exit status.
 
 Run from the repository root::
 
-    python bench/op_overhead.py          # full run, under 2 minutes
-    python bench/op_overhead.py --quick  # fewer loops, under 30 seconds
+    python bench/op_overhead.py          # full run, about 2 minutes
+    python bench/op_overhead.py --quick  # one round, fewer loops
 """
 
 import argparse
@@ -443,7 +443,7 @@ def collect(mode: str) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer loops (under 30 s)")
+    parser.add_argument("--quick", action="store_true", help="one round, fewer loops")
     parser.add_argument("--host", choices=HOSTS, help="time one subprocess' share, print JSON")
     args = parser.parse_args()
     mode = "quick" if args.quick else "full"
