@@ -19,17 +19,26 @@ the call also records the autograd graph). The implementations are:
     torch_acc's kernel bridge with its reference backend ``torch_acc.backends.numpy``;
     creation is ``torch_acc.wrap(arr)``.
 
-The seed backend and the bridge both claim the PrivateUse1 dispatch key, so each
-implementation runs in a subprocess of its own (``--impl NAME``), which prints its timings
-as JSON. The parent runs the subprocesses in turn, for several rounds in the full mode, and
-prints one table of per-call times in microseconds (the median over all timed loops of N
-calls, each subprocess warming up first) with the ratios, and the targets met or missed.
-A miss does not change the exit status.
+The seed backend and the bridge both claim the PrivateUse1 dispatch key, so they run in
+subprocesses of their own (``--host seed``, ``--host bridge``), which print their timings as
+JSON; native CPU torch and the wrapper subclass need no device and are timed in the same
+processes: native beside the seed path, native and the wrapper beside the bridge. Within a
+process the implementations' timed loops of N calls alternate (in order, then in reverse
+order), so a slow spell of a shared machine falls on all of them alike, and a loop's time is
+the CPU time the process spent in it (``time.process_time_ns``), so time spent waiting for a
+core that other processes hold is not counted. Each subprocess times several rounds (one in
+the quick mode); the parent runs the two in turn and prints one table of per-call times in
+microseconds (the median over all timed loops, each implementation warmed up first) with the
+ratios, and the targets met or missed. A ratio is the median over the
+rounds of each round's ratio of median loop times of two implementations timed in the same
+process; the targets give its range too. The seed path and the bridge never share a process:
+their ratio is that of their ratios to native in their own processes. A miss does not change
+the exit status.
 
 Run from the repository root::
 
-    python bench/op_overhead.py          # full run, under 2 minutes
-    python bench/op_overhead.py --quick  # fewer loops, under 30 seconds
+    python bench/op_overhead.py          # full run, about 2 minutes
+    python bench/op_overhead.py --quick  # one round, fewer loops
 """
 
 import argparse
@@ -48,27 +57,33 @@ from torch.utils._pytree import tree_map
 IMPLS = ("native", "wrapper", "seed", "bridge")
 CASES = ("a + b", "a.sum()", "a @ b", "create", "a + b (grad)")
 
-#: (calls per timed loop, timed loops per subprocess, warm-up calls, rounds) for each mode.
-#: Each round runs every implementation's subprocess once, in turn, so that a slow spell of
-#: the machine falls on all of them; a time is the median of all the rounds' loops. The full
-#: mode favours more, shorter rounds: on a shared machine a slow spell lasts seconds, and
-#: with 3 rounds one spell could move a ratio by a third.
-LOOPS = {"quick": (500, 5, 200, 1), "full": (2000, 3, 500, 7)}
+#: The implementations each subprocess times, interleaved, in this order; it is named after
+#: the one that needs the process to itself.
+HOSTS = {"seed": ("native", "seed"), "bridge": ("native", "bridge", "wrapper")}
+
+#: (calls per timed loop, timed loops of each implementation per subprocess, warm-up calls,
+#: rounds) for each mode. Each subprocess times all rounds; round i of one subprocess is paired
+#: with round i of the other where a ratio needs both.
+LOOPS = {"quick": (500, 4, 200, 1), "full": (1000, 8, 500, 7)}
 
 
-def time_samples(fn, number: int, repeats: int, warmup: int) -> list[float]:
-    """Times of one call of ``fn`` in microseconds, one per loop of ``number`` calls."""
-    for _ in range(warmup):
-        fn()
-    samples = []
+def time_interleaved(fns: dict, number: int, repeats: int) -> dict[str, list[float]]:
+    """CPU times of one call of each of ``fns`` in microseconds, one per loop of ``number``
+    calls. The loops alternate between the functions, in order and then in reverse order, so that
+    each function's loops are spread over the same stretch of time as the others'.
+    """
+    samples = {name: [] for name in fns}
+    order = list(fns)
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        for _ in range(repeats):
-            start = time.perf_counter_ns()
-            for _ in range(number):
-                fn()
-            samples.append((time.perf_counter_ns() - start) / number / 1e3)
+        for i in range(repeats):
+            for name in order if i % 2 == 0 else reversed(order):
+                fn = fns[name]
+                start = time.process_time_ns()
+                for _ in range(number):
+                    fn()
+                samples[name].append((time.process_time_ns() - start) / number / 1e3)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -282,31 +297,45 @@ def error_text(exc: BaseException) -> str:
     return f"error: {type(exc).__name__}: {lines[0] if lines else ''}"
 
 
-def measure(impl: str, mode: str) -> dict:
-    """Per-loop timings (microseconds) of every case for ``impl``, or an error message."""
-    number, repeats, warmup, _ = LOOPS[mode]
-    try:
-        cases = SETUPS[impl]()
-    except Exception as exc:
-        return dict.fromkeys(CASES, error_text(exc))
-    results = {}
-    for case in CASES:
+def measure(host: str, mode: str) -> list[dict]:
+    """Per-loop timings (microseconds) of every case for each implementation of ``host``,
+    timed interleaved, one ``{impl: {case: timings}}`` per round; an error message in place
+    of an implementation's timings where it failed."""
+    number, repeats, warmup, rounds = LOOPS[mode]
+    errors = {impl: {} for impl in HOSTS[host]}
+    setups = {}
+    for impl in HOSTS[host]:
         try:
-            results[case] = time_samples(cases[case], number, repeats, warmup)
+            setups[impl] = SETUPS[impl]()
         except Exception as exc:
-            results[case] = error_text(exc)
+            errors[impl] = dict.fromkeys(CASES, error_text(exc))
+    fns = {case: {} for case in CASES}
+    for case in CASES:
+        for impl, cases in setups.items():
+            try:
+                for _ in range(warmup):
+                    cases[case]()
+            except Exception as exc:
+                errors[impl][case] = error_text(exc)
+            else:
+                fns[case][impl] = cases[case]
+    results = []
+    for _ in range(rounds):
+        results.append({impl: dict(errors[impl]) for impl in HOSTS[host]})
+        for case in CASES:
+            for impl, samples in time_interleaved(fns[case], number, repeats).items():
+                results[-1][impl][case] = samples
     return results
 
 
-def run_child(impl: str, mode: str) -> dict:
-    """``measure(impl, mode)`` in a fresh interpreter, so backends do not share PrivateUse1."""
-    args = [sys.executable, __file__, "--impl", impl] + (["--quick"] if mode == "quick" else [])
+def run_child(host: str, mode: str) -> list[dict]:
+    """``measure(host, mode)`` in a fresh interpreter, so backends do not share PrivateUse1."""
+    args = [sys.executable, __file__, "--host", host] + (["--quick"] if mode == "quick" else [])
     proc = subprocess.run(args, capture_output=True, text=True)
     if proc.returncode != 0:
         lines = proc.stderr.strip().splitlines()
-        return dict.fromkeys(
-            CASES, f"error: subprocess exited with {proc.returncode}: {lines[-1] if lines else ''}"
-        )
+        error = f"error: subprocess exited with {proc.returncode}: {lines[-1] if lines else ''}"
+        return [{impl: dict.fromkeys(CASES, error) for impl in HOSTS[host]}] * LOOPS[mode][3]
     return json.loads(proc.stdout)
 
 
@@ -328,29 +357,57 @@ RATIOS = (
 )
 
 
-def ratio(results: dict, num: str, den: str, case: str) -> float | None:
-    x, y = results[num][case], results[den][case]
-    if isinstance(x, str) or isinstance(y, str):
-        return None
-    return x / y
+def round_ratio(rnd: dict, num: str, den: str, case: str) -> float | None:
+    """The ratio of ``num`` to ``den`` in one round (``{host: measure(host)}``): that of their
+    median loop times in a process that timed both, else that of their ratios to native in
+    their own processes; None where either has no timings."""
+    for host, impls in HOSTS.items():
+        if num in impls and den in impls:
+            x, y = rnd[host][num][case], rnd[host][den][case]
+            if isinstance(x, str) or isinstance(y, str):
+                return None
+            return statistics.median(x) / statistics.median(y)
+    x, y = round_ratio(rnd, num, "native", case), round_ratio(rnd, den, "native", case)
+    return None if x is None or y is None else x / y
 
 
-def format_table(results: dict) -> str:
-    """The per-call times and ratios, one row per case; errors follow the table."""
+def summarize(rounds: list[dict]) -> tuple[dict, dict]:
+    """The per-call time of every implementation and case (the median of all its timed loops,
+    or its error), and the per-round ratios of every ratio column and target."""
+    times = {}
+    for impl in IMPLS:
+        times[impl] = {}
+        for case in CASES:
+            runs = [
+                rnd[host][impl][case] for rnd in rounds for host in HOSTS if impl in HOSTS[host]
+            ]
+            errors = [r for r in runs if isinstance(r, str)]
+            times[impl][case] = errors[0] if errors else statistics.median(sum(runs, []))
+    pairs = {(num, den, case) for _, num, den in RATIOS for case in CASES}
+    pairs |= {(num, den, case) for _, num, den, case, _, _ in TARGETS}
+    ratios = {}
+    for pair in pairs:
+        values = [round_ratio(rnd, *pair) for rnd in rounds]
+        ratios[pair] = [] if None in values else values
+    return times, ratios
+
+
+def format_table(times: dict, ratios: dict) -> str:
+    """The per-call times and median ratios, one row per case; errors follow the table."""
     header = ["case", *(f"{impl} us" for impl in IMPLS), *(name for name, _, _ in RATIOS)]
     rows, notes = [], []
     for case in CASES:
         row = ["create (wrap/empty)" if case == "create" else case]
         for impl in IMPLS:
-            value = results[impl][case]
+            value = times[impl][case]
             if isinstance(value, str):
                 notes.append(f"{impl}, {case}: {value}")
                 row.append("error")
             else:
                 row.append(f"{value:.2f}")
         for _, num, den in RATIOS:
-            r = ratio(results, num, den, case)
-            row.append("-" if r is None else f"{r:.2f}")
+            values = ratios[num, den, case]
+            row.append(f"{statistics.median(values):.2f}" if values else "-")
         rows.append(row)
     widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
 
@@ -361,56 +418,48 @@ def format_table(results: dict) -> str:
     return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows), *notes])
 
 
-def format_targets(results: dict) -> str:
-    lines = ["targets:"]
+def format_targets(ratios: dict) -> str:
+    """Each target's median ratio, its range over the rounds, and whether the median meets it."""
+    lines = ["targets (median ratio over the rounds; range; rounds that met the bound):"]
     for label, num, den, case, bound, below in TARGETS:
-        r = ratio(results, num, den, case)
-        if r is None:
-            mark, shown = "miss (error)", "-"
-        else:
-            mark, shown = ("pass" if (r <= bound if below else r >= bound) else "MISS"), f"{r:.2f}"
-        lines.append(f"  {label:<32} {shown:>6}  {mark}")
+        values = ratios[num, den, case]
+        if not values:
+            lines.append(f"  {label:<32} {'-':>6}  miss (error)")
+            continue
+        r = statistics.median(values)
+        met = sum(v <= bound if below else v >= bound for v in values)
+        mark = "pass" if (r <= bound if below else r >= bound) else "MISS"
+        spread = f"{min(values):.2f}-{max(values):.2f}"
+        lines.append(f"  {label:<32} {r:>6.2f}  {spread:>11}  {met}/{len(values)} rounds  {mark}")
     return "\n".join(lines)
 
 
-def collect(mode: str) -> dict:
-    """Per-call times of every implementation and case: the median of all rounds' loops."""
-    rounds = LOOPS[mode][3]
-    samples = {impl: {case: [] for case in CASES} for impl in IMPLS}
-    errors = {impl: {} for impl in IMPLS}
-    for _ in range(rounds):
-        for impl in IMPLS:
-            for case, value in run_child(impl, mode).items():
-                if isinstance(value, str):
-                    errors[impl][case] = value
-                else:
-                    samples[impl][case].extend(value)
-    return {
-        impl: {
-            case: errors[impl].get(case) or statistics.median(samples[impl][case]) for case in CASES
-        }
-        for impl in IMPLS
-    }
+def collect(mode: str) -> list[dict]:
+    """One ``{host: that round of measure(host, mode)}`` per round; the hosts' subprocesses
+    run in turn."""
+    hosts = {host: run_child(host, mode) for host in HOSTS}
+    return [{host: hosts[host][i] for host in HOSTS} for i in range(LOOPS[mode][3])]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer loops (under 30 s)")
-    parser.add_argument("--impl", choices=IMPLS, help="time one implementation, print JSON")
+    parser.add_argument("--quick", action="store_true", help="one round, fewer loops")
+    parser.add_argument("--host", choices=HOSTS, help="time one subprocess' share, print JSON")
     args = parser.parse_args()
     mode = "quick" if args.quick else "full"
-    if args.impl:
-        print(json.dumps(measure(args.impl, mode)))
+    if args.host:
+        print(json.dumps(measure(args.host, mode)))
         return
-    results = collect(mode)
+    times, ratios = summarize(collect(mode))
     number, repeats, warmup, rounds = LOOPS[mode]
     print(
         f"op_overhead ({mode}): torch {torch.__version__}, numpy {np.__version__}, "
         f"python {platform.python_version()}; 4x4 float32; microseconds per call, median of "
-        f"{rounds} x {repeats} loops of {number} calls ({warmup} warm-up calls each)"
+        f"{rounds} rounds x {repeats} interleaved loops of {number} calls ({warmup} warm-up "
+        f"calls each), CPU time; ratios: median over the rounds"
     )
-    print(format_table(results))
-    print(format_targets(results))
+    print(format_table(times, ratios))
+    print(format_targets(ratios))
 
 
 if __name__ == "__main__":
