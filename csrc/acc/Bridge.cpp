@@ -83,74 +83,27 @@ const at::Tensor* payloadTensor(py::handle payload) {
   return &THPVariable_Unpack(payload.ptr());
 }
 
-// The fields of a NumPy array object that describe it, laid out as NumPy's C
-// API declares them (PyArrayObject_fields, part of NumPy's ABI in 1.x and
-// 2.x alike): reading them describes a NumPy payload, the reference
-// backend's every kernel result, without a Python call.
-struct NumpyArrayFields {
-  PyObject ob_base;
-  char* data;
-  int nd;
-  Py_intptr_t* dimensions;
-  Py_intptr_t* strides;
-  PyObject* base;
-  PyObject* descr;
-};
-
-// The NumPy array a payload is (of type numpy.ndarray exactly: a subclass
-// may describe itself differently), or nullptr.
-const NumpyArrayFields* numpyArray(py::handle payload) {
-  // numpy.ndarray, once NumPy has been imported; never released.
-  static PyTypeObject* ndarray = nullptr;
-  if (ndarray == nullptr) {
-    PyObject* numpy = PyImport_GetModule(py::str("numpy").ptr());
-    if (numpy == nullptr) {
-      PyErr_Clear();
-      return nullptr;
-    }
-    PyObject* type = PyObject_GetAttrString(numpy, "ndarray");
-    Py_DECREF(numpy);
-    if (type == nullptr || !PyType_Check(type)) {
-      PyErr_Clear();
-      Py_XDECREF(type);
-      return nullptr;
-    }
-    ndarray = reinterpret_cast<PyTypeObject*>(type);
-  }
-  return Py_TYPE(payload.ptr()) == ndarray
-      ? reinterpret_cast<const NumpyArrayFields*>(payload.ptr())
-      : nullptr;
-}
-
-// Sizes of a payload: those of a torch.Tensor payload, else
-// `payload.shape`.
-c10::DimVector payloadSizes(py::handle payload, const at::Tensor* tensor) {
-  if (tensor != nullptr) {
-    return c10::DimVector(tensor->sizes());
-  }
-  if (const auto* array = numpyArray(payload)) {
-    return c10::DimVector(array->dimensions, array->dimensions + array->nd);
-  }
-  return toInts(getAttr(payload, attrNames().shape), "payload.shape");
-}
-
-// The dtype of a payload: that of a torch.Tensor payload, else
-// `payload.dtype`.
-c10::ScalarType payloadDtype(py::handle payload, const at::Tensor* tensor) {
-  if (tensor != nullptr) {
-    return tensor->scalar_type();
-  }
-  if (const auto* array = numpyArray(payload)) {
-    return scalarTypeOf(array->descr);
-  }
-  return scalarTypeOf(getAttr(payload, attrNames().dtype));
-}
-
-// Strides in elements from strides in bytes (NumPy-style).
-c10::DimVector elementStrides(
-    c10::DimVector bytes,
+// Strides (in elements) of a payload: those of a torch.Tensor payload (a
+// backend that keeps CPU tensors, say), else from `payload.strides` (bytes,
+// NumPy-style) when it has them, else contiguous.
+c10::DimVector payloadStrides(
+    py::handle payload,
+    const at::Tensor* tensor,
     c10::IntArrayRef sizes,
     c10::ScalarType dtype) {
+  if (tensor != nullptr) {
+    return c10::DimVector(tensor->strides());
+  }
+  PyObject* attr = PyObject_GetAttr(payload.ptr(), attrNames().strides);
+  if (attr == nullptr) {
+    PyErr_Clear();
+    return c10::contiguous_strides(sizes);
+  }
+  py::object strides = py::reinterpret_steal<py::object>(attr);
+  if (strides.is_none()) {
+    return c10::contiguous_strides(sizes);
+  }
+  auto bytes = toInts(strides, "payload.strides");
   const auto item = static_cast<int64_t>(c10::elementSize(dtype));
   TORCH_CHECK_VALUE(
       bytes.size() == sizes.size(),
@@ -170,35 +123,6 @@ c10::DimVector elementStrides(
     b /= item;
   }
   return bytes;
-}
-
-// Strides (in elements) of a payload: those of a torch.Tensor payload (a
-// backend that keeps CPU tensors, say), else from `payload.strides` (bytes,
-// NumPy-style) when it has them, else contiguous.
-c10::DimVector payloadStrides(
-    py::handle payload,
-    const at::Tensor* tensor,
-    c10::IntArrayRef sizes,
-    c10::ScalarType dtype) {
-  if (tensor != nullptr) {
-    return c10::DimVector(tensor->strides());
-  }
-  if (const auto* array = numpyArray(payload)) {
-    return elementStrides(
-        c10::DimVector(array->strides, array->strides + array->nd),
-        sizes,
-        dtype);
-  }
-  PyObject* attr = PyObject_GetAttr(payload.ptr(), attrNames().strides);
-  if (attr == nullptr) {
-    PyErr_Clear();
-    return c10::contiguous_strides(sizes);
-  }
-  py::object strides = py::reinterpret_steal<py::object>(attr);
-  if (strides.is_none()) {
-    return c10::contiguous_strides(sizes);
-  }
-  return elementStrides(toInts(strides, "payload.strides"), sizes, dtype);
 }
 
 c10::DeviceIndex currentDevice() {
@@ -1052,15 +976,23 @@ at::Tensor wrap(
     std::optional<c10::ScalarType> dtype,
     std::optional<c10::IntArrayRef> strides) {
   const at::Tensor* tensor = payloadTensor(payload);
-  c10::DimVector s = sizes ? c10::DimVector(sizes->begin(), sizes->end())
-                           : payloadSizes(payload, tensor);
+  c10::DimVector s;
+  if (sizes) {
+    s.assign(sizes->begin(), sizes->end());
+  } else if (tensor != nullptr) {
+    s.assign(tensor->sizes().begin(), tensor->sizes().end());
+  } else {
+    s = toInts(getAttr(payload, attrNames().shape), "payload.shape");
+  }
   for (const auto size : s) {
     TORCH_CHECK_VALUE(
         size >= 0,
         "expected non-negative sizes, but got ",
         c10::IntArrayRef(s));
   }
-  const auto st = dtype ? *dtype : payloadDtype(payload, tensor);
+  const auto st = dtype   ? *dtype
+      : tensor != nullptr ? tensor->scalar_type()
+                          : scalarTypeOf(getAttr(payload, attrNames().dtype));
   c10::DimVector st_strides = strides
       ? c10::DimVector(strides->begin(), strides->end())
       : payloadStrides(payload, tensor, s, st);
@@ -1083,16 +1015,17 @@ void rebind(const at::Tensor& tensor, py::handle result) {
       c10::get_privateuse1_backend(),
       "; in-place kernels must write into the payload they are given when "
       "it is a view");
-  const at::Tensor* result_tensor = payloadTensor(result);
-  const auto dtype = payloadDtype(result, result_tensor);
+  const auto dtype = scalarTypeOf(getAttr(result, attrNames().dtype));
   TORCH_CHECK(
       dtype == tensor.scalar_type(),
       "expected the kernel to return a ",
       tensor.scalar_type(),
       " payload for the tensor it mutates, but got ",
       dtype);
-  const auto sizes = payloadSizes(result, result_tensor);
-  const auto strides = payloadStrides(result, result_tensor, sizes, dtype);
+  const auto sizes =
+      toInts(getAttr(result, attrNames().shape), "payload.shape");
+  const auto strides =
+      payloadStrides(result, payloadTensor(result), sizes, dtype);
   impl.slot()->bind(result, sizes, strides);
   impl.set_sizes_and_strides(sizes, strides, 0);
 }
