@@ -1,6 +1,793 @@
-"""Neural-network kernels of the ``npy`` backend: activations and their gradients."""
+"""Neural-network kernels of the ``npy`` backend: convolution, pooling, normalization,
+softmax, losses, activations, and their gradients.
 
+Floating-point inputs only (float16 and bfloat16 are computed in float32 and cast back);
+other dtypes raise a ``TypeError`` naming the operator and the backend. Convolutions are
+im2col (``sliding_window_view``) and a ``tensordot``, which NumPy hands to BLAS.
+"""
+
+import itertools
+import math
+
+import ml_dtypes
 import numpy as np
+
+from ._common import DEVICE
+
+_window = np.lib.stride_tricks.sliding_window_view
+_HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+
+
+def _compute_dtype(op: str, *arrays) -> tuple[np.dtype, np.dtype]:
+    """(the dtype of the result, the dtype to compute in) for floating-point ``arrays``."""
+    dtype = arrays[0].dtype
+    if dtype.kind != "f" and dtype not in _HALF:
+        raise TypeError(f"{op}: the {DEVICE} backend supports floating-point inputs only, "
+                        f"got {dtype}")
+    return dtype, (np.dtype(np.float32) if dtype in _HALF else dtype)
+
+
+def _f(x, dtype):
+    return x if x is None or x.dtype == dtype else x.astype(dtype)
+
+
+def _out(x, dtype):
+    return np.asarray(x, dtype=dtype, order="C")
+
+
+def _ntuple(value, n: int) -> tuple[int, ...]:
+    value = tuple(value) if isinstance(value, list | tuple) else (value,)
+    return value * n if len(value) == 1 else value
+
+
+# --- convolution --------------------------------------------------------------------------
+
+
+def _conv_windows(x, kernel, stride, padding, dilation, out_size=None):
+    """Windows of ``x`` (N, C, *spatial): (N, C, *out, *kernel), a view of the padded input."""
+    d = len(kernel)
+    if any(padding):
+        x = np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in padding])
+    extent = tuple((k - 1) * dl + 1 for k, dl in zip(kernel, dilation, strict=True))
+    w = _window(x, extent, axis=tuple(range(2, 2 + d)))
+    index = (slice(None), slice(None))
+    index += tuple(slice(None, None if out_size is None else o * s, s)
+                   for s, o in zip(stride, out_size or [None] * d, strict=True))
+    index += tuple(slice(None, None, dl) for dl in dilation)
+    return w[index]
+
+
+def _conv(x, w, stride, padding, dilation, groups):
+    """A regular convolution: x (N, C, *I), w (O, C/groups, *K) -> (N, O, *out)."""
+    d = w.ndim - 2
+    cols = _conv_windows(x, w.shape[2:], stride, padding, dilation)
+    n, out = x.shape[0], cols.shape[2:2 + d]
+    if groups == 1:
+        y = np.tensordot(cols, w, axes=([1, *range(2 + d, 2 + 2 * d)], list(range(1, 2 + d))))
+        return np.moveaxis(y, -1, 1)
+    cg, og = x.shape[1] // groups, w.shape[0] // groups
+    y = np.empty((n, w.shape[0], *out), np.result_type(x, w))
+    for g in range(groups):
+        part = np.tensordot(cols[:, g * cg:(g + 1) * cg], w[g * og:(g + 1) * og],
+                            axes=([1, *range(2 + d, 2 + 2 * d)], list(range(1, 2 + d))))
+        y[:, g * og:(g + 1) * og] = np.moveaxis(part, -1, 1)
+    return y
+
+
+def _conv_input_grad(gy, w, in_size, stride, padding, dilation, groups):
+    """The gradient of a regular convolution with respect to its input (N, C, *in_size):
+    col2im of ``gy`` (N, O, *out) times ``w`` (O, C/groups, *K)."""
+    d = w.ndim - 2
+    kernel, out = w.shape[2:], gy.shape[2:]
+    n, og, cg = gy.shape[0], w.shape[0] // groups, w.shape[1]
+    # The padded input, large enough for every window even when the last ones run over.
+    size = [max(i + 2 * p, (o - 1) * s + (k - 1) * dl + 1)
+            for i, p, o, s, k, dl in zip(in_size, padding, out, stride, kernel, dilation,
+                                         strict=True)]
+    gx = np.zeros((n, cg * groups, *size), np.result_type(gy, w))
+    for g in range(groups):
+        # (N, *out, C/groups, *K)
+        cols = np.tensordot(gy[:, g * og:(g + 1) * og], w[g * og:(g + 1) * og], axes=([1], [0]))
+        cols = np.moveaxis(cols, 1 + d, 1)  # (N, C/groups, *out, *K)
+        target = gx[:, g * cg:(g + 1) * cg]
+        for offset in itertools.product(*(range(k) for k in kernel)):
+            index = (slice(None), slice(None)) + tuple(
+                slice(j * dl, j * dl + (o - 1) * s + 1, s)
+                for j, dl, o, s in zip(offset, dilation, out, stride, strict=True))
+            target[index] += cols[(Ellipsis, *offset)]
+    crop = (slice(None), slice(None)) + tuple(
+        slice(p, p + i) for p, i in zip(padding, in_size, strict=True))
+    return gx[crop]
+
+
+def _conv_weight_grad(gy, x, kernel, stride, padding, dilation, groups):
+    """The gradient of a regular convolution with respect to its weight (O, C/groups, *K)."""
+    d = len(kernel)
+    cols = _conv_windows(x, kernel, stride, padding, dilation, out_size=gy.shape[2:])
+    axes = ([0, *range(2, 2 + d)], [0, *range(2, 2 + d)])
+    if groups == 1:
+        return np.tensordot(gy, cols, axes=axes)
+    cg, og = x.shape[1] // groups, gy.shape[1] // groups
+    return np.concatenate([
+        np.tensordot(gy[:, g * og:(g + 1) * og], cols[:, g * cg:(g + 1) * cg], axes=axes)
+        for g in range(groups)])
+
+
+def _conv_args(x, w, stride, padding, dilation, output_padding=None):
+    d = w.ndim - 2
+    if x.ndim != d + 2:
+        raise RuntimeError(f"convolution: expected a {d + 2}-d input (batched) for a "
+                           f"{w.ndim}-d weight, but got an input of shape {list(x.shape)}")
+    result = [_ntuple(stride, d), _ntuple(padding, d), _ntuple(dilation, d)]
+    if output_padding is not None:
+        result.append(_ntuple(output_padding, d))
+    return result
+
+
+def _transposed_size(x, w, stride, padding, dilation, output_padding):
+    return [(i - 1) * s - 2 * p + dl * (k - 1) + op + 1
+            for i, s, p, dl, k, op in zip(x.shape[2:], stride, padding, dilation, w.shape[2:],
+                                          output_padding, strict=True)]
+
+
+def _convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
+    dtype, cdt = _compute_dtype("convolution", x)
+    unbatched = x.ndim == w.ndim - 1
+    if unbatched:
+        x = x[None]
+    xc, wc = _f(x, cdt), _f(w, cdt)
+    stride, padding, dilation, output_padding = _conv_args(
+        xc, wc, stride, padding, dilation, output_padding)
+    if x.shape[1] == 0 or x.shape[0] == 0 or not transposed and any(
+            i + 2 * p < dl * (k - 1) + 1
+            for i, p, dl, k in zip(x.shape[2:], padding, dilation, w.shape[2:], strict=True)):
+        if x.shape[0] != 0 and x.shape[1] != 0:
+            raise RuntimeError(
+                f"convolution: calculated input size per channel {list(x.shape[2:])} with "
+                f"padding {list(padding)} is smaller than the kernel size {list(w.shape[2:])}")
+    if transposed:
+        size = _transposed_size(xc, wc, stride, padding, dilation, output_padding)
+        y = _conv_input_grad(xc, wc, size, stride, padding, dilation, groups)
+    else:
+        y = _conv(xc, wc, stride, padding, dilation, groups)
+    if bias is not None:
+        y = y + _f(bias, cdt).reshape((-1,) + (1,) * (y.ndim - 2))
+    if unbatched:
+        y = y[0]
+    return _out(y, dtype)
+
+
+def _convolution_backward(gy, x, w, bias_sizes, stride, padding, dilation, transposed,
+                          output_padding, groups, output_mask):
+    dtype, cdt = _compute_dtype("convolution_backward", x)
+    unbatched = x.ndim == w.ndim - 1
+    if unbatched:
+        x, gy = x[None], gy[None]
+    gyc, xc, wc = _f(gy, cdt), _f(x, cdt), _f(w, cdt)
+    stride, padding, dilation, output_padding = _conv_args(
+        xc, wc, stride, padding, dilation, output_padding)
+    gx = gw = gb = None
+    if output_mask[0]:
+        if transposed:
+            gx = _conv(gyc, wc, stride, padding, dilation, groups)
+        else:
+            gx = _conv_input_grad(gyc, wc, x.shape[2:], stride, padding, dilation, groups)
+        gx = _out(gx[0] if unbatched else gx, dtype)
+    if output_mask[1]:
+        if transposed:
+            gw = _conv_weight_grad(xc, gyc, w.shape[2:], stride, padding, dilation, groups)
+        else:
+            gw = _conv_weight_grad(gyc, xc, w.shape[2:], stride, padding, dilation, groups)
+        gw = _out(gw, dtype)
+    if output_mask[2]:
+        gb = _out(gyc.sum(axis=(0, *range(2, gy.ndim))), dtype)
+    return gx, gw, gb
+
+
+# --- pooling ------------------------------------------------------------------------------
+
+
+def _pool_out_size(i, k, s, p, dl, ceil_mode):
+    o = (i + 2 * p - dl * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (o - 1) * s >= i + p:
+        o -= 1
+    return o
+
+
+def _pool_args(op, x, d, kernel_size, stride, padding, dilation=1):
+    kernel = _ntuple(kernel_size, d)
+    stride = _ntuple(stride, d) if stride else kernel
+    padding, dilation = _ntuple(padding, d), _ntuple(dilation, d)
+    if x.ndim not in (d + 1, d + 2):
+        raise RuntimeError(f"{op}: expected a {d + 1}-d or {d + 2}-d input, but got an input "
+                           f"of shape {list(x.shape)}")
+    if any(p * 2 > k for p, k in zip(padding, kernel, strict=True)):
+        raise RuntimeError(f"{op}: pad should be at most half of effective kernel size, but "
+                           f"got pad={list(padding)} and kernel_size={list(kernel)}")
+    return kernel, stride, padding, dilation
+
+
+def _pool_windows(x, kernel, stride, padding, dilation, ceil_mode, fill):
+    """(windows (B, *out, *kernel) of x (B, *spatial) padded with ``fill``, out sizes)."""
+    d = len(kernel)
+    size = x.shape[1:]
+    out = [_pool_out_size(i, k, s, p, dl, ceil_mode)
+           for i, k, s, p, dl in zip(size, kernel, stride, padding, dilation, strict=True)]
+    if any(o <= 0 for o in out):
+        raise RuntimeError(f"pooling: the output size {out} is too small (input {list(size)}, "
+                           f"kernel {list(kernel)})")
+    need = [(o - 1) * s + (k - 1) * dl + 1
+            for o, s, k, dl in zip(out, stride, kernel, dilation, strict=True)]
+    pads = [(p, max(0, n - i - p)) for p, n, i in zip(padding, need, size, strict=True)]
+    xp = np.pad(x, [(0, 0)] + pads, constant_values=fill) if any(map(any, pads)) else x
+    extent = tuple((k - 1) * dl + 1 for k, dl in zip(kernel, dilation, strict=True))
+    w = _window(xp, extent, axis=tuple(range(1, 1 + d)))
+    index = (slice(None),) + tuple(slice(None, o * s, s) for o, s in zip(out, stride,
+                                                                           strict=True))
+    index += tuple(slice(None, None, dl) for dl in dilation)
+    return w[index], out
+
+
+def _max_pool(d):
+    name = f"max_pool{d}d_with_indices"
+
+    def kernel(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+        dtype, cdt = _compute_dtype(name, x)
+        kernel, stride, padding, dilation = _pool_args(name, x, d, kernel_size, stride,
+                                                       padding, dilation)
+        lead, size = x.shape[:-d], x.shape[-d:]
+        xb = _f(x, cdt).reshape((-1, *size))
+        wins, out = _pool_windows(xb, kernel, stride, padding, dilation, ceil_mode, -np.inf)
+        flat = wins.reshape(wins.shape[:1 + d] + (-1,))
+        arg = np.argmax(flat, axis=-1)
+        values = np.take_along_axis(flat, arg[..., None], axis=-1)[..., 0]
+        # The index of each maximum in the (unpadded) input plane, row-major.
+        offsets = np.unravel_index(arg, kernel)
+        index = np.zeros(arg.shape, np.int64)
+        for a, (o, s, p, dl, n) in enumerate(zip(out, stride, padding, dilation, size,
+                                                 strict=True)):
+            pos = (np.arange(o) * s - p).reshape((-1,) + (1,) * (d - 1 - a))
+            index = index * n + pos + offsets[a] * dl
+        return (_out(values.reshape(*lead, *out), dtype),
+                _out(index.reshape(*lead, *out), np.int64))
+
+    return kernel
+
+
+def _max_pool_backward(d):
+    name = f"max_pool{d}d_with_indices_backward"
+
+    def kernel(gy, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
+        dtype, cdt = _compute_dtype(name, x)
+        size = x.shape[-d:]
+        plane = math.prod(size)
+        b = math.prod(x.shape[:-d])
+        gyb = _f(gy, cdt).reshape(b, -1)
+        idx = indices.reshape(b, -1) + (np.arange(b) * plane)[:, None]
+        gx = np.bincount(idx.ravel(), weights=gyb.ravel(), minlength=b * plane)
+        return _out(gx.reshape(x.shape), dtype)
+
+    return kernel
+
+
+def _avg_divisor(size, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override,
+                 dtype):
+    """The divisor of every output of an average pool, shaped (*out)."""
+    if divisor_override:
+        return np.asarray(divisor_override, dtype)
+    ones = np.ones((1, *size), dtype)
+    if count_include_pad:
+        # Padding counts, the overflow of ceil_mode does not.
+        ones = np.pad(ones, [(0, 0)] + [(p, p) for p in padding], constant_values=1)
+        wins, _ = _pool_windows(ones, kernel, stride, [0] * len(kernel), [1] * len(kernel),
+                                ceil_mode, 0)
+        # The windows are positioned in the padded frame; crop what the unpadded frame gives.
+        count = wins.sum(axis=tuple(range(-len(kernel), 0)))[0]
+        out = [_pool_out_size(i, k, s, p, 1, ceil_mode)
+               for i, k, s, p in zip(size, kernel, stride, padding, strict=True)]
+        return count[tuple(slice(None, o) for o in out)]
+    wins, _ = _pool_windows(ones, kernel, stride, padding, [1] * len(kernel), ceil_mode, 0)
+    return wins.sum(axis=tuple(range(-len(kernel), 0)))[0]
+
+
+def _avg_pool(d):
+    name = f"avg_pool{d}d"
+
+    def kernel(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+        dtype, cdt = _compute_dtype(name, x)
+        kernel, stride, padding, _ = _pool_args(name, x, d, kernel_size, stride, padding)
+        lead, size = x.shape[:-d], x.shape[-d:]
+        xb = _f(x, cdt).reshape((-1, *size))
+        wins, out = _pool_windows(xb, kernel, stride, padding, [1] * d, ceil_mode, 0)
+        total = wins.sum(axis=tuple(range(-d, 0)))
+        div = _avg_divisor(size, kernel, stride, padding, ceil_mode, count_include_pad,
+                           divisor_override, cdt)
+        return _out((total / div).reshape(*lead, *out), dtype)
+
+    return kernel
+
+
+def _avg_pool_backward(d):
+    name = f"avg_pool{d}d_backward"
+
+    def kernel(gy, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+               divisor_override):
+        dtype, cdt = _compute_dtype(name, x)
+        kernel, stride, padding, _ = _pool_args(name, x, d, kernel_size, stride, padding)
+        size = x.shape[-d:]
+        out = gy.shape[-d:]
+        div = _avg_divisor(size, kernel, stride, padding, ceil_mode, count_include_pad,
+                           divisor_override, cdt)
+        g = (_f(gy, cdt) / div).reshape((-1, *out))
+        full = [max(i + 2 * p, (o - 1) * s + k)
+                for i, p, o, s, k in zip(size, padding, out, stride, kernel, strict=True)]
+        gx = np.zeros((g.shape[0], *full), cdt)
+        for offset in itertools.product(*(range(k) for k in kernel)):
+            index = (slice(None),) + tuple(slice(j, j + (o - 1) * s + 1, s)
+                                           for j, o, s in zip(offset, out, stride, strict=True))
+            gx[index] += g
+        crop = (slice(None),) + tuple(slice(p, p + i) for p, i in zip(padding, size,
+                                                                        strict=True))
+        return _out(gx[crop].reshape(x.shape), dtype)
+
+    return kernel
+
+
+def _adaptive_bounds(i, o):
+    return [((j * i) // o, -((-(j + 1) * i) // o)) for j in range(o)]
+
+
+def _adaptive_avg_pool(d):
+    name = f"_adaptive_avg_pool{d}d"
+
+    def kernel(x, output_size):
+        dtype, cdt = _compute_dtype(name, x)
+        out = _ntuple(output_size, d)
+        size = x.shape[-d:]
+        xc = _f(x, cdt)
+        y = np.empty((*x.shape[:-d], *out), cdt)
+        for pos in itertools.product(*(range(o) for o in out)):
+            box = tuple(slice(*_adaptive_bounds(i, o)[j])
+                        for i, o, j in zip(size, out, pos, strict=True))
+            y[(Ellipsis, *pos)] = xc[(Ellipsis, *box)].mean(axis=tuple(range(-d, 0)))
+        return _out(y, dtype)
+
+    return kernel
+
+
+def _adaptive_avg_pool_backward(d):
+    name = f"_adaptive_avg_pool{d}d_backward"
+
+    def kernel(gy, x):
+        dtype, cdt = _compute_dtype(name, x)
+        out, size = gy.shape[-d:], x.shape[-d:]
+        g = _f(gy, cdt)
+        gx = np.zeros(x.shape, cdt)
+        for pos in itertools.product(*(range(o) for o in out)):
+            bounds = [_adaptive_bounds(i, o)[j] for i, o, j in zip(size, out, pos, strict=True)]
+            count = math.prod(b - a for a, b in bounds)
+            box = tuple(slice(a, b) for a, b in bounds)
+            gx[(Ellipsis, *box)] += (g[(Ellipsis, *pos)] / count)[(Ellipsis,) + (None,) * d]
+        return _out(gx, dtype)
+
+    return kernel
+
+
+# --- normalization ------------------------------------------------------------------------
+
+
+def _bn_shape(x):
+    return (1, -1) + (1,) * (x.ndim - 2)
+
+
+def _batch_norm(op):
+    def kernel(x, weight, bias, running_mean, running_var, training, momentum, eps):
+        dtype, cdt = _compute_dtype(op, x)
+        xc = _f(x, cdt)
+        axes = (0, *range(2, x.ndim))
+        shape = _bn_shape(x)
+        if training:
+            n = x.size // x.shape[1]
+            mean = xc.mean(axis=axes)
+            var = np.square(xc - mean.reshape(shape)).mean(axis=axes)
+            invstd = 1 / np.sqrt(var + eps)
+            if running_mean is not None:
+                running_mean *= 1 - momentum
+                running_mean += (momentum * mean).astype(running_mean.dtype)
+            if running_var is not None:
+                unbiased = var * (n / (n - 1)) if n > 1 else np.full_like(var, np.nan)
+                running_var *= 1 - momentum
+                running_var += (momentum * unbiased).astype(running_var.dtype)
+            save_mean, save_invstd = mean, invstd
+        else:
+            mean = _f(running_mean, cdt)
+            invstd = 1 / np.sqrt(_f(running_var, cdt) + eps)
+            save_mean = save_invstd = np.empty((0,), cdt)
+        scale = invstd if weight is None else invstd * _f(weight, cdt)
+        y = (xc - mean.reshape(shape)) * scale.reshape(shape)
+        if bias is not None:
+            y += _f(bias, cdt).reshape(shape)
+        stat = cdt if dtype not in _HALF else np.dtype(np.float32)
+        return _out(y, dtype), _out(save_mean, stat), _out(save_invstd, stat)
+
+    return kernel
+
+
+def _native_batch_norm_legit_no_stats(x, weight, bias, training, momentum, eps):
+    return _batch_norm("_native_batch_norm_legit")(x, weight, bias, None, None, training,
+                                                   momentum, eps)
+
+
+def _native_batch_norm_legit_no_training(x, weight, bias, running_mean, running_var, momentum,
+                                         eps):
+    return _batch_norm("_native_batch_norm_legit_no_training")(
+        x, weight, bias, running_mean, running_var, False, momentum, eps)
+
+
+def _native_batch_norm_backward(gy, x, weight, running_mean, running_var, save_mean,
+                                save_invstd, train, eps, output_mask):
+    dtype, cdt = _compute_dtype("native_batch_norm_backward", x)
+    xc, g = _f(x, cdt), _f(gy, cdt)
+    axes = (0, *range(2, x.ndim))
+    shape = _bn_shape(x)
+    if train:
+        mean, invstd = _f(save_mean, cdt), _f(save_invstd, cdt)
+    else:
+        mean, invstd = _f(running_mean, cdt), 1 / np.sqrt(_f(running_var, cdt) + eps)
+    w = np.ones(x.shape[1], cdt) if weight is None else _f(weight, cdt)
+    xhat = (xc - mean.reshape(shape)) * invstd.reshape(shape)
+    sum_g = g.sum(axis=axes)
+    sum_gx = (g * xhat).sum(axis=axes)
+    gx = gw = gb = None
+    if output_mask[0]:
+        scale = (w * invstd).reshape(shape)
+        if train:
+            n = x.size // x.shape[1]
+            gx = (g - (sum_g / n).reshape(shape) - xhat * (sum_gx / n).reshape(shape)) * scale
+        else:
+            gx = g * scale
+        gx = _out(gx, dtype)
+    if output_mask[1]:
+        gw = _out(sum_gx, dtype if weight is None else weight.dtype)
+    if output_mask[2]:
+        gb = _out(sum_g, dtype if weight is None else weight.dtype)
+    return gx, gw, gb
+
+
+def _native_layer_norm(x, normalized_shape, weight, bias, eps):
+    dtype, cdt = _compute_dtype("native_layer_norm", x)
+    k = len(normalized_shape)
+    axis = x.ndim - k
+    if tuple(x.shape[axis:]) != tuple(normalized_shape):
+        raise RuntimeError(f"native_layer_norm: expected an input with shape [*, "
+                           f"{', '.join(map(str, normalized_shape))}], but got an input of "
+                           f"size {list(x.shape)}")
+    xc = _f(x, cdt)
+    axes = tuple(range(axis, x.ndim))
+    mean = xc.mean(axis=axes, keepdims=True)
+    centered = xc - mean
+    var = np.square(centered).mean(axis=axes, keepdims=True)
+    rstd = 1 / np.sqrt(var + eps)
+    y = centered * rstd
+    if weight is not None:
+        y *= _f(weight, cdt)
+    if bias is not None:
+        y += _f(bias, cdt)
+    stat = np.dtype(np.float32) if dtype in _HALF else dtype
+    return _out(y, dtype), _out(mean, stat), _out(rstd, stat)
+
+
+def _native_layer_norm_backward(gy, x, normalized_shape, mean, rstd, weight, bias, output_mask):
+    dtype, cdt = _compute_dtype("native_layer_norm_backward", x)
+    axis = x.ndim - len(normalized_shape)
+    axes = tuple(range(axis, x.ndim))
+    lead = tuple(range(axis))
+    xc, g = _f(x, cdt), _f(gy, cdt)
+    xhat = (xc - _f(mean, cdt)) * _f(rstd, cdt)
+    gx = gw = gb = None
+    if output_mask[0]:
+        gxhat = g if weight is None else g * _f(weight, cdt)
+        n = math.prod(normalized_shape)
+        if n == 0:
+            gx = np.zeros(x.shape, cdt)
+        else:
+            gx = (gxhat - gxhat.mean(axis=axes, keepdims=True)
+                  - xhat * (gxhat * xhat).mean(axis=axes, keepdims=True)) * _f(rstd, cdt)
+        gx = _out(gx, dtype)
+    if output_mask[1] and weight is not None:
+        gw = _out((g * xhat).sum(axis=lead), weight.dtype)
+    if output_mask[2] and bias is not None:
+        gb = _out(g.sum(axis=lead), bias.dtype)
+    return gx, gw, gb
+
+
+def _native_group_norm(x, weight, bias, n, c, hxw, group, eps):
+    dtype, cdt = _compute_dtype("native_group_norm", x)
+    xg = _f(x, cdt).reshape(n, group, c // group * hxw)
+    mean = xg.mean(axis=2, keepdims=True)
+    var = np.square(xg - mean).mean(axis=2, keepdims=True)
+    rstd = 1 / np.sqrt(var + eps)
+    y = ((xg - mean) * rstd).reshape(n, c, hxw)
+    if weight is not None:
+        y = y * _f(weight, cdt)[:, None]
+    if bias is not None:
+        y = y + _f(bias, cdt)[:, None]
+    stat = np.dtype(np.float32) if dtype in _HALF else dtype
+    return (_out(y.reshape(x.shape), dtype), _out(mean.reshape(n, group), stat),
+            _out(rstd.reshape(n, group), stat))
+
+
+def _native_group_norm_backward(gy, x, mean, rstd, weight, n, c, hxw, group, output_mask):
+    dtype, cdt = _compute_dtype("native_group_norm_backward", x)
+    g = _f(gy, cdt).reshape(n, c, hxw)
+    xc = _f(x, cdt).reshape(n, group, c // group * hxw)
+    m, r = _f(mean, cdt).reshape(n, group, 1), _f(rstd, cdt).reshape(n, group, 1)
+    xhat = ((xc - m) * r).reshape(n, c, hxw)
+    gx = gw = gb = None
+    if output_mask[0]:
+        gxhat = g if weight is None else g * _f(weight, cdt)[:, None]
+        gxhat = gxhat.reshape(n, group, c // group * hxw)
+        xh = xhat.reshape(n, group, c // group * hxw)
+        if gxhat.shape[2] == 0:
+            gx = np.zeros(x.shape, cdt)
+        else:
+            gx = (gxhat - gxhat.mean(axis=2, keepdims=True)
+                  - xh * (gxhat * xh).mean(axis=2, keepdims=True)) * r
+        gx = _out(gx.reshape(x.shape), dtype)
+    if output_mask[1]:
+        gw = _out((g * xhat).sum(axis=(0, 2)), dtype)
+    if output_mask[2]:
+        gb = _out(g.sum(axis=(0, 2)), dtype)
+    return gx, gw, gb
+
+
+# --- softmax and losses -------------------------------------------------------------------
+
+
+def _softmax_dtype(op, x, half_to_float):
+    dtype, cdt = _compute_dtype(op, x)
+    if half_to_float:
+        if dtype not in _HALF:
+            raise RuntimeError(f"{op}: conversion from {dtype} to float32 is not supported "
+                               "(half_to_float needs a float16 or bfloat16 input)")
+        dtype = np.dtype(np.float32)
+    return dtype, cdt
+
+
+def _log_softmax(x, dim, half_to_float=False):
+    dtype, cdt = _softmax_dtype("_log_softmax", x, half_to_float)
+    xc = _f(x, cdt)
+    if xc.ndim == 0:
+        return _out(xc - xc, dtype)
+    if xc.size == 0:
+        return _out(xc, dtype)
+    m = xc.max(axis=dim, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    shifted = xc - m
+    return _out(shifted - np.log(np.exp(shifted).sum(axis=dim, keepdims=True)), dtype)
+
+
+def _softmax(x, dim, half_to_float=False):
+    dtype, cdt = _softmax_dtype("_softmax", x, half_to_float)
+    xc = _f(x, cdt)
+    if xc.ndim == 0:
+        return _out(np.exp(xc - xc), dtype)
+    if xc.size == 0:
+        return _out(xc, dtype)
+    m = xc.max(axis=dim, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    e = np.exp(xc - m)
+    e /= e.sum(axis=dim, keepdims=True)
+    return _out(e, dtype)
+
+
+def _log_softmax_backward_data(gy, y, dim, input_dtype):
+    _, cdt = _compute_dtype("_log_softmax_backward_data", y)
+    g, yc = _f(gy, cdt), _f(y, cdt)
+    if g.ndim == 0:
+        return _out(g - np.exp(yc) * g, gy.dtype)
+    return _out(g - np.exp(yc) * g.sum(axis=dim, keepdims=True), gy.dtype)
+
+
+def _softmax_backward_data(gy, y, dim, input_dtype):
+    _, cdt = _compute_dtype("_softmax_backward_data", y)
+    g, yc = _f(gy, cdt), _f(y, cdt)
+    gyy = g * yc
+    if g.ndim == 0:
+        return _out(gyy - yc * gyy, gy.dtype)
+    return _out(gyy - yc * gyy.sum(axis=dim, keepdims=True), gy.dtype)
+
+
+def _nll_target(op, x, target, ignore_index):
+    """(classes along axis 1 of x as (N, C, *), target (N, *), mask of counted targets)."""
+    if x.ndim == 1:
+        x, target = x[None], np.asarray(target)[None]
+    if target.dtype.kind not in "iu":
+        raise RuntimeError(f"{op}: expected a target of an integer dtype (Long), but got "
+                           f"{target.dtype}")
+    counted = target != ignore_index
+    safe = np.where(counted, target, 0)
+    c = x.shape[1]
+    bad = (safe < 0) | (safe >= c)
+    if bad.any():
+        raise IndexError(f"{op}: Target {int(safe[bad].flat[0])} is out of bounds.")
+    return x, safe, counted
+
+
+def _nll_loss_forward(op):
+    def kernel(x, target, weight, reduction, ignore_index):
+        dtype, cdt = _compute_dtype(op, x)
+        squeeze = x.ndim == 1
+        xc, t, counted = _nll_target(op, _f(x, cdt), target, ignore_index)
+        w = np.ones(xc.shape[1], cdt) if weight is None else _f(weight, cdt)
+        wt = np.where(counted, w[t], 0).astype(cdt)
+        picked = np.take_along_axis(xc, t[:, None], axis=1)[:, 0]
+        losses = -picked * wt
+        if reduction == 0:
+            return _out(losses[0] if squeeze else losses, dtype), np.zeros((), dtype)
+        total = wt.sum(dtype=cdt)
+        out = losses.sum(dtype=cdt)
+        if reduction == 1:
+            out = out / total if total != 0 or out != 0 else np.asarray(np.nan, cdt)
+        return np.asarray(out, dtype), np.asarray(total, dtype)
+
+    return kernel
+
+
+def _nll_loss_backward(op):
+    def kernel(gy, x, target, weight, reduction, ignore_index, total_weight):
+        dtype, cdt = _compute_dtype(op, x)
+        squeeze = x.ndim == 1
+        xc, t, counted = _nll_target(op, x, target, ignore_index)
+        w = np.ones(xc.shape[1], cdt) if weight is None else _f(weight, cdt)
+        wt = np.where(counted, w[t], 0).astype(cdt)
+        g = _f(np.asarray(gy), cdt)
+        if reduction == 0:
+            g = g[None] if squeeze else g
+            coef = -wt * g
+        else:
+            coef = -wt * g
+            if reduction == 1:
+                coef = coef / _f(np.asarray(total_weight), cdt)
+        gx = np.zeros(xc.shape, cdt)
+        np.put_along_axis(gx, t[:, None], coef[:, None], axis=1)
+        return _out(gx[0] if squeeze else gx, dtype)
+
+    return kernel
+
+
+def _mse_loss(x, target, reduction=1):
+    dtype, cdt = _compute_dtype("mse_loss", x)
+    loss = np.square(_f(x, cdt) - _f(target, cdt))
+    if reduction == 1:
+        loss = loss.mean()
+    elif reduction == 2:
+        loss = loss.sum()
+    return _out(loss, dtype)
+
+
+def _mse_loss_backward(gy, x, target, reduction):
+    dtype, cdt = _compute_dtype("mse_loss_backward", x)
+    g = 2 * (_f(x, cdt) - _f(target, cdt)) * _f(np.asarray(gy), cdt)
+    if reduction == 1:
+        g /= max(x.size, 1)
+    return _out(np.broadcast_to(g, np.broadcast_shapes(x.shape, target.shape)), dtype)
+
+
+# --- activations --------------------------------------------------------------------------
+
+
+def _activation(op, fn):
+    def kernel(x, *args, **kwargs):
+        dtype, cdt = _compute_dtype(op, x)
+        return _out(fn(_f(x, cdt), *args, **kwargs), dtype)
+
+    return kernel
+
+
+def _activation_backward(op, fn):
+    def kernel(gy, x, *args, **kwargs):
+        dtype, cdt = _compute_dtype(op, x)
+        return _out(fn(_f(gy, cdt), _f(x, cdt), *args, **kwargs), dtype)
+
+    return kernel
+
+
+def _erf(x):
+    import scipy.special
+
+    return scipy.special.erf(x)
+
+
+def _gelu(x, *, approximate="none"):
+    if approximate == "tanh":
+        inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)
+        return 0.5 * x * (1 + np.tanh(inner))
+    return 0.5 * x * (1 + _erf(x * np.asarray(math.sqrt(0.5), x.dtype)))
+
+
+def _gelu_backward(g, x, *, approximate="none"):
+    if approximate == "tanh":
+        k = math.sqrt(2 / math.pi)
+        inner = k * (x + 0.044715 * x * x * x)
+        t = np.tanh(inner)
+        left = 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x)
+        return g * (0.5 * (1 + t) + left)
+    cdf = 0.5 * (1 + _erf(x * np.asarray(math.sqrt(0.5), x.dtype)))
+    pdf = np.exp(-0.5 * x * x) * np.asarray(1 / math.sqrt(2 * math.pi), x.dtype)
+    return g * (cdf + x * pdf)
+
+
+def _hardtanh(x, min_val=-1, max_val=1):
+    return np.minimum(np.maximum(x, np.asarray(min_val, x.dtype)), np.asarray(max_val, x.dtype))
+
+
+def _hardtanh_backward(g, x, min_val, max_val):
+    return np.where((x <= min_val) | (x >= max_val), np.zeros((), g.dtype), g)
+
+
+def _leaky_relu(x, negative_slope=0.01):
+    return np.where(x > 0, x, x * np.asarray(negative_slope, x.dtype))
+
+
+def _leaky_relu_backward(g, x, negative_slope, self_is_result):
+    return np.where(x > 0, g, g * np.asarray(negative_slope, g.dtype))
+
+
+def _elu(x, alpha=1, scale=1, input_scale=1):
+    neg = np.expm1(x * np.asarray(input_scale, x.dtype)) * np.asarray(alpha, x.dtype)
+    return np.where(x > 0, x, neg) * np.asarray(scale, x.dtype)
+
+
+def _elu_backward(gy, alpha, scale, input_scale, is_result, self_or_result):
+    dtype, cdt = _compute_dtype("elu_backward", self_or_result)
+    g, y = _f(gy, cdt), _f(self_or_result, cdt)
+    if is_result:
+        neg = g * input_scale * (y + alpha * scale)
+    else:
+        neg = g * input_scale * alpha * scale * np.exp(y * input_scale)
+    return _out(np.where(y > 0, g * scale, neg), dtype)
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _silu(x):
+    return x * _sigmoid(x)
+
+
+def _silu_backward(g, x):
+    s = _sigmoid(x)
+    return g * s * (1 + x * (1 - s))
+
+
+def _softplus(x, beta=1, threshold=20):
+    bx = x * np.asarray(beta, x.dtype)
+    return np.where(bx > threshold, x, np.log1p(np.exp(bx)) / np.asarray(beta, x.dtype))
+
+
+def _softplus_backward(g, x, beta, threshold):
+    bx = x * np.asarray(beta, x.dtype)
+    z = np.exp(bx)
+    return np.where(bx > threshold, g, g * z / (z + 1))
+
+
+def _sigmoid_backward(gy, y):
+    dtype, cdt = _compute_dtype("sigmoid_backward", y)
+    g, yc = _f(gy, cdt), _f(y, cdt)
+    return _out(g * (1 - yc) * yc, dtype)
+
+
+def _tanh_backward(gy, y):
+    dtype, cdt = _compute_dtype("tanh_backward", y)
+    g, yc = _f(gy, cdt), _f(y, cdt)
+    return _out(g * (1 - yc * yc), dtype)
+
+
+def _relu(x):
+    return np.maximum(x, np.zeros((), x.dtype))
 
 
 def _threshold_backward(grad, self, threshold):
@@ -8,6 +795,53 @@ def _threshold_backward(grad, self, threshold):
 
 
 KERNELS = {
-    "relu": lambda self: np.maximum(self, np.zeros((), self.dtype)),
+    "relu": _relu,
     "threshold_backward": _threshold_backward,
+    "convolution": _convolution,
+    "convolution_backward": _convolution_backward,
+    "max_pool2d_with_indices": _max_pool(2),
+    "max_pool2d_with_indices_backward": _max_pool_backward(2),
+    "max_pool3d_with_indices": _max_pool(3),
+    "max_pool3d_with_indices_backward": _max_pool_backward(3),
+    "avg_pool2d": _avg_pool(2),
+    "avg_pool2d_backward": _avg_pool_backward(2),
+    "avg_pool3d": _avg_pool(3),
+    "avg_pool3d_backward": _avg_pool_backward(3),
+    "_adaptive_avg_pool2d": _adaptive_avg_pool(2),
+    "_adaptive_avg_pool2d_backward": _adaptive_avg_pool_backward(2),
+    "_adaptive_avg_pool3d": _adaptive_avg_pool(3),
+    "_adaptive_avg_pool3d_backward": _adaptive_avg_pool_backward(3),
+    "native_batch_norm": _batch_norm("native_batch_norm"),
+    "_native_batch_norm_legit": _batch_norm("_native_batch_norm_legit"),
+    "_native_batch_norm_legit.no_stats": _native_batch_norm_legit_no_stats,
+    "_native_batch_norm_legit_no_training": _native_batch_norm_legit_no_training,
+    "native_batch_norm_backward": _native_batch_norm_backward,
+    "native_layer_norm": _native_layer_norm,
+    "native_layer_norm_backward": _native_layer_norm_backward,
+    "native_group_norm": _native_group_norm,
+    "native_group_norm_backward": _native_group_norm_backward,
+    "_softmax": _softmax,
+    "_log_softmax": _log_softmax,
+    "_softmax_backward_data": _softmax_backward_data,
+    "_log_softmax_backward_data": _log_softmax_backward_data,
+    "nll_loss_forward": _nll_loss_forward("nll_loss_forward"),
+    "nll_loss_backward": _nll_loss_backward("nll_loss_backward"),
+    "nll_loss2d_forward": _nll_loss_forward("nll_loss2d_forward"),
+    "nll_loss2d_backward": _nll_loss_backward("nll_loss2d_backward"),
+    "mse_loss": _mse_loss,
+    "mse_loss_backward": _mse_loss_backward,
+    "gelu": _activation("gelu", _gelu),
+    "gelu_backward": _activation_backward("gelu_backward", _gelu_backward),
+    "hardtanh": _activation("hardtanh", _hardtanh),
+    "hardtanh_backward": _activation_backward("hardtanh_backward", _hardtanh_backward),
+    "leaky_relu": _activation("leaky_relu", _leaky_relu),
+    "leaky_relu_backward": _activation_backward("leaky_relu_backward", _leaky_relu_backward),
+    "elu": _activation("elu", _elu),
+    "elu_backward": _elu_backward,
+    "silu": _activation("silu", _silu),
+    "silu_backward": _activation_backward("silu_backward", _silu_backward),
+    "softplus": _activation("softplus", _softplus),
+    "softplus_backward": _activation_backward("softplus_backward", _softplus_backward),
+    "sigmoid_backward": _sigmoid_backward,
+    "tanh_backward": _tanh_backward,
 }
