@@ -35,6 +35,14 @@ def _out(x, dtype):
     return np.asarray(x, dtype=dtype, order="C")
 
 
+def _unused(shape, dtype):
+    """An output the caller did not ask for (``output_mask``): zeros of the right shape.
+
+    PyTorch's kernels return undefined tensors there, but the kernel bridge wraps every
+    returned payload, and autograd ignores the gradients of inputs that need none."""
+    return np.zeros(tuple(shape), dtype)
+
+
 def _ntuple(value, n: int) -> tuple[int, ...]:
     value = tuple(value) if isinstance(value, list | tuple) else (value,)
     return value * n if len(value) == 1 else value
@@ -57,10 +65,11 @@ def _conv_windows(x, kernel, stride, padding, dilation, out_size=None):
     return w[index]
 
 
-def _conv(x, w, stride, padding, dilation, groups):
-    """A regular convolution: x (N, C, *I), w (O, C/groups, *K) -> (N, O, *out)."""
+def _conv(x, w, stride, padding, dilation, groups, out_size=None):
+    """A regular convolution: x (N, C, *I), w (O, C/groups, *K) -> (N, O, *out), the first
+    ``out_size`` outputs along each dimension if given."""
     d = w.ndim - 2
-    cols = _conv_windows(x, w.shape[2:], stride, padding, dilation)
+    cols = _conv_windows(x, w.shape[2:], stride, padding, dilation, out_size)
     n, out = x.shape[0], cols.shape[2:2 + d]
     if groups == 1:
         y = np.tensordot(cols, w, axes=([1, *range(2 + d, 2 + 2 * d)], list(range(1, 2 + d))))
@@ -166,10 +175,11 @@ def _convolution_backward(gy, x, w, bias_sizes, stride, padding, dilation, trans
     gyc, xc, wc = _f(gy, cdt), _f(x, cdt), _f(w, cdt)
     stride, padding, dilation, output_padding = _conv_args(
         xc, wc, stride, padding, dilation, output_padding)
-    gx = gw = gb = None
+    gx, gw = _unused(x.shape, dtype), _unused(w.shape, dtype)
+    gb = _unused(bias_sizes or (w.shape[1] * groups if transposed else w.shape[0],), dtype)
     if output_mask[0]:
         if transposed:
-            gx = _conv(gyc, wc, stride, padding, dilation, groups)
+            gx = _conv(gyc, wc, stride, padding, dilation, groups, x.shape[2:])
         else:
             gx = _conv_input_grad(gyc, wc, x.shape[2:], stride, padding, dilation, groups)
         gx = _out(gx[0] if unbatched else gx, dtype)
@@ -439,7 +449,8 @@ def _native_batch_norm_backward(gy, x, weight, running_mean, running_var, save_m
     xhat = (xc - mean.reshape(shape)) * invstd.reshape(shape)
     sum_g = g.sum(axis=axes)
     sum_gx = (g * xhat).sum(axis=axes)
-    gx = gw = gb = None
+    wdt = dtype if weight is None else weight.dtype
+    gx, gw, gb = _unused(x.shape, dtype), _unused(w.shape, wdt), _unused(w.shape, wdt)
     if output_mask[0]:
         scale = (w * invstd).reshape(shape)
         if train:
@@ -449,9 +460,9 @@ def _native_batch_norm_backward(gy, x, weight, running_mean, running_var, save_m
             gx = g * scale
         gx = _out(gx, dtype)
     if output_mask[1]:
-        gw = _out(sum_gx, dtype if weight is None else weight.dtype)
+        gw = _out(sum_gx, wdt)
     if output_mask[2]:
-        gb = _out(sum_g, dtype if weight is None else weight.dtype)
+        gb = _out(sum_g, wdt)
     return gx, gw, gb
 
 
@@ -485,7 +496,9 @@ def _native_layer_norm_backward(gy, x, normalized_shape, mean, rstd, weight, bia
     lead = tuple(range(axis))
     xc, g = _f(x, cdt), _f(gy, cdt)
     xhat = (xc - _f(mean, cdt)) * _f(rstd, cdt)
-    gx = gw = gb = None
+    gx = _unused(x.shape, dtype)
+    gw = _unused(normalized_shape, dtype if weight is None else weight.dtype)
+    gb = _unused(normalized_shape, dtype if bias is None else bias.dtype)
     if output_mask[0]:
         gxhat = g if weight is None else g * _f(weight, cdt)
         n = math.prod(normalized_shape)
@@ -524,7 +537,7 @@ def _native_group_norm_backward(gy, x, mean, rstd, weight, n, c, hxw, group, out
     xc = _f(x, cdt).reshape(n, group, c // group * hxw)
     m, r = _f(mean, cdt).reshape(n, group, 1), _f(rstd, cdt).reshape(n, group, 1)
     xhat = ((xc - m) * r).reshape(n, c, hxw)
-    gx = gw = gb = None
+    gx, gw, gb = _unused(x.shape, dtype), _unused((c,), dtype), _unused((c,), dtype)
     if output_mask[0]:
         gxhat = g if weight is None else g * _f(weight, cdt)[:, None]
         gxhat = gxhat.reshape(n, group, c // group * hxw)
