@@ -207,10 +207,10 @@ def _gather(self, dim, index, sparse_grad=False):
     dim = _dim(dim, self.ndim)
     src = np.reshape(self, (1,)) if self.ndim == 0 else self
     idx = np.reshape(index, (1,)) if index.ndim == 0 else index
+    if idx.size == 0:
+        return np.empty(index.shape, self.dtype)
     if idx.ndim != src.ndim:
         raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
-    if index.ndim == 0 and self.ndim == 0:
-        idx = idx.reshape(1)
     for d in range(src.ndim):
         if d != dim and idx.shape[d] > src.shape[d]:
             raise RuntimeError(
@@ -559,7 +559,7 @@ def _unique2(self, sorted=True, return_inverse=False, return_counts=False):
 def _unique_dim(self, dim, sorted=True, return_inverse=False, return_counts=False):
     dim = _dim(dim, self.ndim)
     x = np.moveaxis(_as_sortable(self), dim, 0)
-    rows = x.reshape(x.shape[0], -1)
+    rows = x.reshape(x.shape[0], int(np.prod(x.shape[1:])))
     if rows.shape[0] == 0:
         return (self.copy(), _EMPTY_INT64.copy(), _EMPTY_INT64.copy())
     order = np.lexsort(rows.T[::-1]) if rows.shape[1] else np.arange(rows.shape[0])
@@ -592,7 +592,7 @@ def _unique_consecutive(self, return_inverse=False, return_counts=False, dim=Non
     else:
         dim = _dim(dim, self.ndim)
         x = np.moveaxis(self, dim, 0)
-        rows = x.reshape(x.shape[0], -1)
+        rows = x.reshape(x.shape[0], int(np.prod(x.shape[1:])))
         new = np.ones(rows.shape[0], bool)
         new[1:] = (rows[1:] != rows[:-1]).any(axis=1) if rows.shape[1] else False
         u = np.moveaxis(_c(x[new]), 0, dim)
