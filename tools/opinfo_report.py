@@ -333,9 +333,11 @@ class _Worker:
         self.log_path = tmp / f"w{number}.log"
         cfg = {**config, "entries": entries, "results": str(self.results_path)}
         self.log = open(self.log_path, "w")
+        # The worker imports what this process imports: the same backend modules.
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         self.proc = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "--worker", json.dumps(cfg)],
-            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True, env=env,
         )
         self.current: str | None = None
         self.current_since = time.monotonic()
