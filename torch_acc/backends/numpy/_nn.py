@@ -16,6 +16,7 @@ from ._common import DEVICE
 
 _window = np.lib.stride_tricks.sliding_window_view
 _HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+_FLOAT = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _compute_dtype(op: str, *arrays) -> tuple[np.dtype, np.dtype]:
@@ -628,8 +629,25 @@ def _nll_target(op, x, target, ignore_index):
     return x, safe, counted
 
 
+def _nll_simple(x, target, weight, reduction, ignore_index):
+    """Whether the common case applies: (N, C) float32/64 scores, no weights, a reduction,
+    every target a class (so none is ``ignore_index``)."""
+    if x.ndim != 2 or weight is not None or reduction == 0 or x.dtype not in _FLOAT \
+            or target.ndim != 1 or target.dtype.kind not in "iu" or target.size == 0:
+        return False
+    lo, hi = target.min(), target.max()
+    return 0 <= lo and hi < x.shape[1] and not lo <= ignore_index <= hi
+
+
 def _nll_loss_forward(op):
     def kernel(x, target, weight, reduction, ignore_index):
+        if _nll_simple(x, target, weight, reduction, ignore_index):
+            n = x.shape[0]
+            total = x[np.arange(n), target].sum()
+            dtype = x.dtype.type
+            if reduction == 1:
+                return np.asarray(-total / dtype(n)), np.asarray(n, x.dtype)
+            return np.asarray(-total), np.asarray(n, x.dtype)
         dtype, cdt = _compute_dtype(op, x)
         squeeze = x.ndim == 1
         xc, t, counted = _nll_target(op, _f(x, cdt), target, ignore_index)
@@ -650,6 +668,12 @@ def _nll_loss_forward(op):
 
 def _nll_loss_backward(op):
     def kernel(gy, x, target, weight, reduction, ignore_index, total_weight):
+        if _nll_simple(x, target, weight, reduction, ignore_index):
+            n = x.shape[0]
+            gx = np.zeros(x.shape, x.dtype)
+            g = -np.asarray(gy, x.dtype)
+            gx[np.arange(n), target] = g / x.dtype.type(n) if reduction == 1 else g
+            return gx
         dtype, cdt = _compute_dtype(op, x)
         squeeze = x.ndim == 1
         xc, t, counted = _nll_target(op, x, target, ignore_index)
@@ -804,7 +828,11 @@ def _relu(x):
 
 
 def _threshold_backward(grad, self, threshold):
-    return np.where(self <= threshold, np.zeros((), grad.dtype), grad)
+    keep = ~(self <= threshold)
+    if grad.dtype.kind == "f" and np.isfinite(grad).all():
+        # Four times faster than np.where, and the same where grad is finite.
+        return grad * keep
+    return np.where(keep, grad, np.zeros((), grad.dtype))
 
 
 KERNELS = {
