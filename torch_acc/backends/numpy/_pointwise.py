@@ -8,6 +8,7 @@ floating-point warnings are silenced inside the kernels; integer division by zer
 ``scipy.special``.
 """
 
+import functools
 import math
 
 import ml_dtypes
@@ -31,6 +32,49 @@ def _default_float() -> np.dtype:
 
 def _is_float(dt) -> bool:
     return dt.kind == "f" or dt == _BF16
+
+
+def _category(t):
+    if t.is_complex:
+        return 3
+    if t.is_floating_point:
+        return 2
+    return 0 if t == torch.bool else 1
+
+
+def _combine(higher, lower):
+    """c10's combine_categories: the result of a higher-priority class of operands."""
+    if higher is None:
+        return lower
+    if lower is None or higher.is_complex:
+        return higher
+    if lower.is_complex:
+        return torch.promote_types(higher, torch.complex64) if higher.is_floating_point \
+            else lower
+    if higher.is_floating_point:
+        return higher
+    if higher == torch.bool or lower.is_floating_point:
+        return torch.promote_types(higher, lower)
+    return higher
+
+
+@functools.cache
+def _result_type_n(*kinds) -> np.dtype:
+    """``torch.result_type`` of any number of operands described by ``kind``."""
+    if len(kinds) == 2:
+        return result_type(*kinds)
+    found = [None, None, None]  # tensors with dimensions, zero-dim tensors, Python numbers
+    for t, scalar in kinds:
+        if not isinstance(t, torch.dtype):
+            t = (torch.bool if t is bool else torch.int64 if t is int
+                 else torch.get_default_dtype() if t is float
+                 else torch.complex128 if torch.get_default_dtype() == torch.float64
+                 else torch.complex64)
+            slot = 2
+        else:
+            slot = 1 if scalar else 0
+        found[slot] = t if found[slot] is None else torch.promote_types(found[slot], t)
+    return np.dtype(np_dtype(_combine(found[0], _combine(found[1], found[2]))))
 
 
 def _compute(dt):
@@ -124,10 +168,12 @@ def _bool_unary(name, f, ints, bools=None):
 
     def kernel(x):
         dt = x.dtype
+        if dt.kind == "i" and ints is None:
+            return np.asarray(x < 0)
         if dt.kind in "iub":
             if bools is not None and dt.kind == "b":
                 return np.asarray(bools(x))
-            return np.full(x.shape, ints, _BOOL)
+            return np.full(x.shape, bool(ints), _BOOL)
         if dt in _LOW:
             x = x.astype(_F32)
         return np.asarray(f(x))
@@ -442,7 +488,10 @@ def _trunc_divide(a, b):
             return _finish(q + fix.astype(q.dtype), dt)
         if dt.kind == "c":
             raise _unsupported("div", dt)
-        return _finish(np.trunc(np.true_divide(a, b)), dt)
+        q = np.true_divide(a, b)
+        if dt in _LOW:
+            q = q.astype(dt).astype(_F32)
+        return _finish(np.trunc(q), dt)
 
 
 def _div_mode(a, b, *, rounding_mode=None):
@@ -516,7 +565,7 @@ def _float_binary(name, f, complex_ok=False):
     def kernel(a, b):
         if _same(a, b) and a.dtype.kind == "f" and a.dtype.itemsize >= 4:
             with np.errstate(all="ignore"):
-                return np.asarray(f(a, b))
+                return _finish(f(a, b), a.dtype)
         a, b, dt = _operands(a, b, to_float=True)
         if dt.kind == "c" and not complex_ok:
             raise _unsupported(name, dt)
@@ -680,6 +729,138 @@ def _igammac(a, b):
     return sp.gammaincc(a, b)
 
 
+def _frexp(x):
+    dt = x.dtype
+    if not _is_float(dt):
+        raise RuntimeError("torch.frexp() only supports floating-point dtypes")
+    with np.errstate(all="ignore"):
+        m, e = np.frexp(x.astype(_F32) if dt == _BF16 else x)
+    return _finish(m, dt), _finish(e, np.dtype(np.int32))
+
+
+def _complex(real, imag):
+    dt = real.dtype
+    if dt.kind != "f" or imag.dtype != dt:
+        raise RuntimeError(
+            f"Expected both inputs to be Half, Float or Double tensors but got "
+            f"{NUMPY_TO_TORCH.get(dt, dt)} and {NUMPY_TO_TORCH.get(imag.dtype, imag.dtype)}")
+    if dt == _F16:
+        raise _unsupported("complex", dt)
+    c = np.complex64 if dt == _F32 else np.complex128
+    out = np.empty(np.broadcast_shapes(real.shape, imag.shape), c)
+    out.real = real
+    out.imag = imag
+    return out
+
+
+def _polar(r, theta):
+    out = _complex(r, theta)
+    with np.errstate(all="ignore"):
+        out.real = r * np.cos(theta)
+        out.imag = r * np.sin(theta)
+    return out
+
+
+# --- orthogonal polynomials (PyTorch's special_*_polynomial_*): p(x, n) -------------------
+
+
+def _poly_table(x, n, first, step):
+    """p_n(x) by the three-term recurrence ``p_{k+1} = step(x, k, p_k, p_{k-1})``, p_0 = 1,
+    p_1 = first(x); 0 for n < 0 (n truncated to an integer, as PyTorch's cast)."""
+    with np.errstate(all="ignore"):
+        ni = np.trunc(n).astype(np.int64) if n.dtype.kind in "fc" else n.astype(np.int64)
+    x, ni = np.broadcast_arrays(x, ni)
+    one = np.ones((), x.dtype)
+    out = np.where(ni == 0, one, np.zeros((), x.dtype))
+    top = int(ni.max()) if ni.size else 0
+    if top >= 1:
+        p, q = np.broadcast_to(one, x.shape), first(x)
+        out = np.where(ni == 1, q, out)
+        for k in range(1, top):
+            p, q = q, step(x, k, q, p)
+            out = np.where(ni == k + 1, q, out)
+    return out, ni
+
+
+def _chebyshev(kind_, shifted=False):
+    first = {"t": lambda x: x, "u": lambda x: 2 * x, "v": lambda x: 2 * x - 1,
+             "w": lambda x: 2 * x + 1}[kind_]
+
+    def f(x, n):
+        if shifted:
+            x = 2 * x - 1
+        out, ni = _poly_table(x, n, first, lambda x, k, q, p: 2 * x * q - p)
+        one = np.ones((), x.dtype)
+        odd = ni % 2 != 0
+        nf = ni.astype(x.dtype)
+        big = np.abs(x) < 1
+        with np.errstate(all="ignore"):
+            if kind_ == "t":
+                edge = np.where((x > 0) | ~odd, one, -one)
+                trig = np.cos(nf * np.arccos(x))
+                out = np.where((ni > 6) & big, trig, out)
+            elif kind_ == "u":
+                edge = np.where((x > 0) | ~odd, nf + 1, -(nf + 1))
+                a = np.arccos(x)
+                sa = np.sin(a)
+                trig = np.where(sa != 0, np.sin((nf + 1) * a) / sa,
+                                (nf + 1) * np.cos((nf + 1) * a) / x)
+                out = np.where((ni > 8) & big, trig, out)
+            elif kind_ == "v":
+                edge = np.where(x > 0, one, np.where(~odd, 2 * ni + 1, -(2 * ni + 1))
+                                .astype(x.dtype))
+            else:
+                edge = np.where(x > 0, (2 * ni + 1).astype(x.dtype), np.where(~odd, one, -one))
+        out = np.where((np.abs(x) == 1) & (ni >= 0), edge, out)
+        return np.where(ni < 0, np.zeros((), x.dtype), out)
+
+    return f
+
+
+def _hermite_h(x, n):
+    return _poly_table(x, n, lambda x: 2 * x, lambda x, k, q, p: 2 * x * q - 2 * k * p)[0]
+
+
+def _hermite_he_step(x, k, q, p):
+    if x.dtype == _F32:
+        # PyTorch's compiled loop fuses x * q - (k * p) into one fma; so do we.
+        kp = (k * p).astype(np.float64)
+        return (x.astype(np.float64) * q.astype(np.float64) - kp).astype(_F32)
+    return x * q - k * p
+
+
+def _hermite_he(x, n):
+    return _poly_table(x, n, lambda x: x, _hermite_he_step)[0]
+
+
+def _laguerre(x, n):
+    out, ni = _poly_table(x, n, lambda x: 1 - x,
+                          lambda x, k, q, p: ((2 * k + 1 - x) * q - k * p) / (k + 1))
+    out = np.where((x == 0) & (ni >= 0), np.ones((), x.dtype), out)
+    return out
+
+
+def _legendre(x, n):
+    out, ni = _poly_table(x, n, lambda x: x,
+                          lambda x, k, q, p: ((2 * k + 1) * x * q - k * p) / (k + 1))
+    one = np.ones((), x.dtype)
+    edge = np.where((x > 0) | (ni % 2 == 0), one, -one)
+    return np.where((np.abs(x) == 1) & (ni >= 0), edge, out)
+
+
+def _polynomials():
+    fns = {f"chebyshev_polynomial_{k}": _chebyshev(k) for k in "tuvw"}
+    fns.update({f"shifted_chebyshev_polynomial_{k}": _chebyshev(k, True) for k in "tuvw"})
+    fns.update(hermite_polynomial_h=_hermite_h, hermite_polynomial_he=_hermite_he,
+               laguerre_polynomial_l=_laguerre, legendre_polynomial_p=_legendre)
+    table = {}
+    for name, fn in fns.items():
+        k = _float_binary(f"special_{name}", fn)
+        for overload in ("", ".x_scalar", ".n_scalar"):
+            table[f"special_{name}{overload}"] = k
+    return table
+
+
 # --- several operands -----------------------------------------------------------------------
 
 
@@ -687,7 +868,7 @@ def _clamp(x, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     kinds = [kind(x)] + [kind(v) for v in (min, max) if v is not None]
-    dt = result_type(*kinds)
+    dt = _result_type_n(*kinds)
     if dt.kind == "c":
         raise _unsupported("clamp", dt)
     c = _compute(dt)
@@ -710,7 +891,7 @@ def _clamp_max(x, max):
 
 
 def _lerp(x, end, weight):
-    dt = result_type(kind(x), kind(end), kind(weight))
+    dt = _result_type_n(kind(x), kind(end), kind(weight))
     c = _compute(dt)
     a, b, w = _cast(x, c), _cast(end, c), _cast(weight, c)
     with np.errstate(all="ignore"):
@@ -721,14 +902,14 @@ def _lerp(x, end, weight):
 
 
 def _addcmul(x, t1, t2, *, value=1):
-    dt = result_type(kind(x), kind(t1), kind(t2))
+    dt = _result_type_n(kind(x), kind(t1), kind(t2))
     c = _compute(dt)
     with np.errstate(all="ignore"):
         return _finish(_cast(x, c) + _cast(value, c) * _cast(t1, c) * _cast(t2, c), dt)
 
 
 def _addcdiv(x, t1, t2, *, value=1):
-    dt = result_type(kind(x), kind(t1), kind(t2))
+    dt = _result_type_n(kind(x), kind(t1), kind(t2))
     if dt.kind in "iub":
         raise RuntimeError(
             "Integer division with addcdiv is no longer supported, and in a future release "
@@ -834,7 +1015,7 @@ def _unary_table():
         "isfinite": _bool_unary("isfinite", np.isfinite, True),
         "isposinf": _bool_unary("isposinf", np.isposinf, False),
         "isneginf": _bool_unary("isneginf", np.isneginf, False),
-        "signbit": _bool_unary("signbit", np.signbit, False),
+        "signbit": _bool_unary("signbit", np.signbit, None),
         "round": _round,
         "round.decimals": _round,
         "nan_to_num": _nan_to_num,
@@ -909,6 +1090,10 @@ def _binary_table():
         "igammac": _float_binary("igammac", _igammac),
         "nextafter": _nextafter,
         "heaviside": _heaviside,
+        "frexp.Tensor": _frexp,
+        "complex": _complex,
+        "polar": _polar,
+        **_polynomials(),
         "gcd": _promoting_binary("gcd", np.gcd, complex_ok=False, float_ok=False),
         "lcm": _promoting_binary("lcm", np.lcm, complex_ok=False, float_ok=False),
     })
