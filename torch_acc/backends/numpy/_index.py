@@ -556,6 +556,10 @@ def _unique2(self, sorted=True, return_inverse=False, return_counts=False):
     return _unique_flat(self, return_inverse, return_counts)
 
 
+def _unique(self, sorted=True, return_inverse=False):
+    return _unique_flat(self, return_inverse, False)[:2]
+
+
 def _unique_dim(self, dim, sorted=True, return_inverse=False, return_counts=False):
     dim = _dim(dim, self.ndim)
     x = np.moveaxis(_as_sortable(self), dim, 0)
@@ -659,6 +663,7 @@ KERNELS = {
     "histc": _histc,
     "bincount": _bincount,
     "_unique2": _unique2,
+    "_unique": _unique,
     "unique_dim": _unique_dim,
     "unique_consecutive": _unique_consecutive,
     "repeat_interleave.Tensor": _repeat_interleave,

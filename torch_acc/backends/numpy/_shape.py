@@ -32,8 +32,72 @@ def _empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_me
     )
 
 
+def _scalar(x):
+    return x.item() if isinstance(x, np.ndarray | np.generic) else x
+
+
 def _arange_out(start, end, step=1, *, out):
-    return np.arange(start, end, step, dtype=out.dtype)
+    """As the CPU kernel: integer dtypes count in int64 from truncated bounds."""
+    dtype = out.dtype
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if dtype.kind in "iub":
+        xs, xe, xst = int(start), int(end), int(step)
+        if dtype == np.int64:
+            if xst == 0:
+                raise RuntimeError("step must be nonzero")
+            sgn = (xst > 0) - (xst < 0)
+            num, den = xe - xs + xst - sgn, xst
+            size = abs(num) // abs(den) * (1 if (num >= 0) == (den >= 0) else -1)
+        else:
+            size = int(np.ceil((float(end) - float(start)) / float(step)))
+    else:
+        xs, xst = float(start), float(step)
+        size = int(np.ceil((float(end) - xs) / xst))
+    if (step > 0 and end < start) or (step < 0 and end > start):
+        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+    size = max(size, 0)
+    if dtype.kind in "iub":
+        return (xs + np.arange(size, dtype=np.int64) * xst).astype(dtype)
+    return (xs + np.arange(size, dtype=np.float64) * xst).astype(dtype)
+
+
+def _linspace_out(start, end, steps, *, out):
+    """As the CPU kernel: the first half counts up from start, the second down from end."""
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    dtype = out.dtype
+    start, end = _scalar(start), _scalar(end)
+    if dtype.kind in "iub":
+        a, b = float(int(start)), float(int(end))
+        compute = np.float64
+    else:
+        compute = np.dtype(np.float32 if dtype.itemsize <= 4 and dtype.kind == "f" else dtype)
+        a, b = np.asarray(start).astype(compute), np.asarray(end).astype(compute)
+    if steps == 1:
+        return np.full((1,), start).astype(dtype)
+    idx = np.arange(steps)
+    compute = np.dtype(compute)
+    step = (np.asarray(b, compute) - np.asarray(a, compute)) / compute.type(steps - 1) \
+        if dtype.kind not in "iub" else (b - a) / (steps - 1)
+    half = steps // 2
+    up = np.asarray(a, compute) + step * idx[:half].astype(compute)
+    down = np.asarray(b, compute) - step * (steps - idx[half:] - 1).astype(compute)
+    values = np.concatenate([up, down])
+    if dtype.kind in "iu":
+        values = np.trunc(values)
+    return values.astype(dtype)
+
+
+def _tri_indices(fn):
+    def kernel(row, col, offset=0, *, dtype=None, layout=None, device=None, pin_memory=None):
+        if row < 0 or col < 0:
+            raise RuntimeError(f"row must be non-negative, got{row}" if row < 0 else
+                               f"col must be non-negative, got{col}")
+        rows, cols = fn(row, offset, col)
+        return np.stack([rows, cols]).astype(np_dtype(dtype or torch.int64))
+
+    return kernel
 
 
 def _cat(tensors, dim=0):
@@ -229,7 +293,34 @@ def _squeeze_(self, dim=None):
     return np.squeeze(self, dims) if dims else self
 
 
+def _view_as_real(self):
+    if self.dtype.kind != "c":
+        raise RuntimeError("view_as_real is only supported for complex tensors")
+    real = self.real  # a view with self's strides
+    return np.lib.stride_tricks.as_strided(
+        real, self.shape + (2,), self.strides + (real.itemsize,)
+    )
+
+
+def _view_as_complex(self):
+    if self.dtype not in (np.float32, np.float64):
+        raise RuntimeError(
+            "view_as_complex is only supported for float and double tensors, but got a tensor "
+            f"of scalar type: {NUMPY_TO_TORCH[self.dtype]}"
+        )
+    if self.ndim == 0 or self.shape[-1] != 2:
+        raise RuntimeError("Tensor must have a last dimension of size 2")
+    if self.strides[-1] != self.itemsize:
+        raise RuntimeError("Tensor must have a last dimension with stride 1")
+    if any(st % (2 * self.itemsize) for st in self.strides[:-1]):
+        raise RuntimeError("Tensor must have a stride divisible by 2 for all but last dimension")
+    dtype = np.complex64 if self.dtype == np.float32 else np.complex128
+    return self.view(dtype)[..., 0]
+
+
 KERNELS = {
+    "view_as_real": _view_as_real,
+    "view_as_complex": _view_as_complex,
     "transpose_": lambda self, dim0, dim1: np.swapaxes(self, dim0, dim1) if self.ndim else self,
     "t_": lambda self: self.T,
     "unsqueeze_": lambda self, dim: np.expand_dims(self, dim),
@@ -239,6 +330,9 @@ KERNELS = {
     "empty.memory_format": _empty,
     "empty_strided": _empty_strided,
     "arange.start_out": _arange_out,
+    "linspace.out": _linspace_out,
+    "tril_indices": _tri_indices(np.tril_indices),
+    "triu_indices": _tri_indices(np.triu_indices),
     "cat": _cat,
     "flip": _flip,
     "roll": _roll,
