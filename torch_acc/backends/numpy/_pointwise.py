@@ -10,6 +10,8 @@ floating-point warnings are silenced inside the kernels; integer division by zer
 
 import functools
 import math
+import re
+import warnings
 
 import ml_dtypes
 import numpy as np
@@ -24,6 +26,12 @@ _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
 _BOOL = np.dtype(np.bool_)
 _LOW = (_F16, _BF16)
+
+# NumPy's floating-point warnings (overflow, division by zero, invalid value) mean nothing
+# here: PyTorch gives inf and nan silently. The slower paths run in np.errstate; the hot ones
+# skip it (it costs microseconds a call) and rely on this filter, which matches the warnings
+# NumPy's ufuncs raise from this module's frames.
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=re.escape(__name__))
 
 
 def _default_float() -> np.dtype:
@@ -118,10 +126,13 @@ def _zero_division():
 
 def _float_unary(name, f, complex_ok=True):
     """A floating-point function: bool and integer inputs give the default float dtype."""
+    ufunc = isinstance(f, np.ufunc)
 
     def kernel(x):
         dt = x.dtype
         if dt.kind == "f" and dt.itemsize >= 4:
+            if ufunc:  # the hot path: the module's warning filter, no errstate
+                return np.asarray(f(x))
             with np.errstate(all="ignore"):
                 return np.asarray(f(x))
         if dt.kind == "c":
@@ -451,8 +462,7 @@ def _mul(a, b):
 
 def _div(a, b):
     if _same(a, b) and (a.dtype.kind == "f" and a.dtype.itemsize >= 4 or a.dtype.kind == "c"):
-        with np.errstate(all="ignore"):
-            return np.true_divide(a, b)
+        return np.true_divide(a, b)
     a, b, dt = _operands(a, b, to_float=True)
     with np.errstate(all="ignore"):
         return _finish(np.true_divide(a, b), dt)
@@ -536,8 +546,7 @@ def _int_pow(a, b):
 
 def _pow(a, b):
     if _same(a, b) and a.dtype.kind == "f" and a.dtype.itemsize >= 4:
-        with np.errstate(all="ignore"):
-            return np.asarray(np.power(a, b))
+        return np.asarray(np.power(a, b))
     dt = result_type(kind(a), kind(b))
     if dt.kind in "iu" and not isinstance(b, np.ndarray) and b < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
