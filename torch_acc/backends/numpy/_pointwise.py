@@ -27,11 +27,14 @@ _F32 = np.dtype(np.float32)
 _BOOL = np.dtype(np.bool_)
 _LOW = (_F16, _BF16)
 
-# NumPy's floating-point warnings (overflow, division by zero, invalid value) mean nothing
-# here: PyTorch gives inf and nan silently. The slower paths run in np.errstate; the hot ones
-# skip it (it costs microseconds a call) and rely on this filter, which matches the warnings
-# NumPy's ufuncs raise from this module's frames.
-warnings.filterwarnings("ignore", category=RuntimeWarning, module=re.escape(__name__))
+# NumPy's floating-point warnings (overflow, division by zero, invalid value, casts of nan
+# and inf) mean nothing here: PyTorch gives inf and nan silently. The slower paths run in
+# np.errstate; the hot ones skip it (it costs microseconds a call) and rely on this filter,
+# which matches the warnings NumPy raises from the frames of the backend's modules (the
+# casts of ``copy_into`` included).
+warnings.filterwarnings(
+    "ignore", category=RuntimeWarning, module=re.escape(__package__) + r"(\.|$)"
+)
 
 
 def _default_float() -> np.dtype:
