@@ -68,10 +68,16 @@ def mlp(features: int = 16, hidden: int = 256, classes: int = 4) -> nn.Module:
 
 
 def cnn(classes: int = 4) -> nn.Module:
-    """The demo's CNN for 1x12x12 images."""
+    """The demo's CNN for 1x12x12 images.
+
+    The convolutions have no bias: the batch norm after each cancels it, so its gradient
+    is rounding noise, which Adam would scale up to full-size steps (different on every
+    device) of a parameter that changes no loss but does change the running means."""
     return nn.Sequential(
-        nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+        nn.MaxPool2d(2),
         nn.Flatten(), nn.Linear(16 * 3 * 3, classes),
     )
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from ._common import DEVICE
 
-_window = np.lib.stride_tricks.sliding_window_view
+_as_strided = np.lib.stride_tricks.as_strided
 _HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 _FLOAT = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -52,59 +52,100 @@ def _ntuple(value, n: int) -> tuple[int, ...]:
 # --- convolution --------------------------------------------------------------------------
 
 
-def _conv_windows(x, kernel, stride, padding, dilation, out_size=None):
-    """Windows of ``x`` (N, C, *spatial): (N, C, *out, *kernel), a view of the padded input."""
+def _pad(x, before, after=None, fill=0):
+    """``x`` padded with ``fill`` by ``before``/``after`` along its last dimensions (faster
+    than ``np.pad`` at these sizes)."""
+    after = before if after is None else after
+    if not any(before) and not any(after):
+        return x
+    lead = x.ndim - len(before)
+    size = x.shape[lead:]
+    shape = x.shape[:lead] + tuple(i + p + q for i, p, q in zip(size, before, after,
+                                                                 strict=True))
+    xp = np.full(shape, fill, x.dtype) if fill else np.zeros(shape, x.dtype)
+    xp[(Ellipsis, *(slice(p, p + i) for p, i in zip(before, size, strict=True)))] = x
+    return xp
+
+
+def _windows(x, kernel, stride, dilation, out):
+    """The windows of ``x`` along its last ``len(kernel)`` dimensions: a read-only view
+    shaped (*lead, *out, *kernel)."""
     d = len(kernel)
-    if any(padding):
-        x = np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in padding])
-    extent = tuple((k - 1) * dl + 1 for k, dl in zip(kernel, dilation, strict=True))
-    w = _window(x, extent, axis=tuple(range(2, 2 + d)))
-    index = (slice(None), slice(None))
-    index += tuple(slice(None, None if out_size is None else o * s, s)
-                   for s, o in zip(stride, out_size or [None] * d, strict=True))
-    index += tuple(slice(None, None, dl) for dl in dilation)
-    return w[index]
+    strides = x.strides[-d:]
+    return _as_strided(
+        x, x.shape[:-d] + tuple(out) + tuple(kernel),
+        x.strides[:-d] + tuple(st * s for st, s in zip(strides, stride, strict=True))
+        + tuple(st * dl for st, dl in zip(strides, dilation, strict=True)),
+        writeable=False)
+
+
+def _offsets(kernel):
+    return itertools.product(*(range(k) for k in kernel))
+
+
+def _tap(offset, dilation, stride, out):
+    """The slices of a padded input that kernel position ``offset`` reads for every output."""
+    return tuple(slice(j * dl, j * dl + (o - 1) * s + 1, s)
+                 for j, dl, o, s in zip(offset, dilation, out, stride, strict=True))
+
+
+def _out_size(size, kernel, stride, dilation):
+    return [(i - (k - 1) * dl - 1) // s + 1
+            for i, k, s, dl in zip(size, kernel, stride, dilation, strict=True)]
+
+
+def _im2col(x, kernel, stride, padding, dilation, out=None):
+    """(N, C * prod(kernel), prod(out)) columns of x (N, C, *spatial), and ``out``.
+
+    Built one kernel position at a time: each copy then runs along a whole output row,
+    where copying a window view (innermost dimension: the kernel's) is many times slower."""
+    x = _pad(x, padding)
+    if out is None:
+        out = _out_size(x.shape[2:], kernel, stride, dilation)
+    n, c = x.shape[:2]
+    cols = np.empty((n, c, math.prod(kernel), *out), x.dtype)
+    for k, offset in enumerate(_offsets(kernel)):
+        cols[:, :, k] = x[(slice(None), slice(None), *_tap(offset, dilation, stride, out))]
+    return cols.reshape(n, c * math.prod(kernel), math.prod(out)), out
 
 
 def _conv(x, w, stride, padding, dilation, groups, out_size=None):
     """A regular convolution: x (N, C, *I), w (O, C/groups, *K) -> (N, O, *out), the first
     ``out_size`` outputs along each dimension if given."""
-    d = w.ndim - 2
-    cols = _conv_windows(x, w.shape[2:], stride, padding, dilation, out_size)
-    n, out = x.shape[0], cols.shape[2:2 + d]
+    cols, out = _im2col(x, w.shape[2:], stride, padding, dilation, out_size)
+    n, o = x.shape[0], w.shape[0]
+    w2 = w.reshape(o, -1)
     if groups == 1:
-        y = np.tensordot(cols, w, axes=([1, *range(2 + d, 2 + 2 * d)], list(range(1, 2 + d))))
-        return np.moveaxis(y, -1, 1)
-    cg, og = x.shape[1] // groups, w.shape[0] // groups
-    y = np.empty((n, w.shape[0], *out), np.result_type(x, w))
+        return np.matmul(w2, cols).reshape(n, o, *out)
+    cg, og = cols.shape[1] // groups, o // groups
+    y = np.empty((n, o, math.prod(out)), np.result_type(x, w))
     for g in range(groups):
-        part = np.tensordot(cols[:, g * cg:(g + 1) * cg], w[g * og:(g + 1) * og],
-                            axes=([1, *range(2 + d, 2 + 2 * d)], list(range(1, 2 + d))))
-        y[:, g * og:(g + 1) * og] = np.moveaxis(part, -1, 1)
-    return y
+        np.matmul(w2[g * og:(g + 1) * og], cols[:, g * cg:(g + 1) * cg],
+                  out=y[:, g * og:(g + 1) * og])
+    return y.reshape(n, o, *out)
 
 
 def _conv_input_grad(gy, w, in_size, stride, padding, dilation, groups):
     """The gradient of a regular convolution with respect to its input (N, C, *in_size):
-    col2im of ``gy`` (N, O, *out) times ``w`` (O, C/groups, *K)."""
-    d = w.ndim - 2
+    col2im of ``w`` (O, C/groups, *K) times ``gy`` (N, O, *out)."""
     kernel, out = w.shape[2:], gy.shape[2:]
-    n, og, cg = gy.shape[0], w.shape[0] // groups, w.shape[1]
+    n, o, cg = gy.shape[0], w.shape[0], w.shape[1]
+    og = o // groups
     # The padded input, large enough for every window even when the last ones run over.
-    size = [max(i + 2 * p, (o - 1) * s + (k - 1) * dl + 1)
-            for i, p, o, s, k, dl in zip(in_size, padding, out, stride, kernel, dilation,
+    size = [max(i + 2 * p, (q - 1) * s + (k - 1) * dl + 1)
+            for i, p, q, s, k, dl in zip(in_size, padding, out, stride, kernel, dilation,
                                          strict=True)]
     gx = np.zeros((n, cg * groups, *size), np.result_type(gy, w))
+    g3 = gy.reshape(n, o, -1)
+    w2 = w.reshape(o, -1)
+    kk = math.prod(kernel)
     for g in range(groups):
-        # (N, *out, C/groups, *K)
-        cols = np.tensordot(gy[:, g * og:(g + 1) * og], w[g * og:(g + 1) * og], axes=([1], [0]))
-        cols = np.moveaxis(cols, 1 + d, 1)  # (N, C/groups, *out, *K)
+        cols = np.matmul(w2[g * og:(g + 1) * og].T, g3[:, g * og:(g + 1) * og])
+        cols = cols.reshape(n, cg, kk, *out)
         target = gx[:, g * cg:(g + 1) * cg]
-        for offset in itertools.product(*(range(k) for k in kernel)):
-            index = (slice(None), slice(None)) + tuple(
-                slice(j * dl, j * dl + (o - 1) * s + 1, s)
-                for j, dl, o, s in zip(offset, dilation, out, stride, strict=True))
-            target[index] += cols[(Ellipsis, *offset)]
+        for k, offset in enumerate(_offsets(kernel)):
+            target[(slice(None), slice(None), *_tap(offset, dilation, stride, out))] += \
+                cols[:, :, k]
     crop = (slice(None), slice(None)) + tuple(
         slice(p, p + i) for p, i in zip(padding, in_size, strict=True))
     return gx[crop]
@@ -112,15 +153,16 @@ def _conv_input_grad(gy, w, in_size, stride, padding, dilation, groups):
 
 def _conv_weight_grad(gy, x, kernel, stride, padding, dilation, groups):
     """The gradient of a regular convolution with respect to its weight (O, C/groups, *K)."""
-    d = len(kernel)
-    cols = _conv_windows(x, kernel, stride, padding, dilation, out_size=gy.shape[2:])
-    axes = ([0, *range(2, 2 + d)], [0, *range(2, 2 + d)])
-    if groups == 1:
-        return np.tensordot(gy, cols, axes=axes)
-    cg, og = x.shape[1] // groups, gy.shape[1] // groups
-    return np.concatenate([
-        np.tensordot(gy[:, g * og:(g + 1) * og], cols[:, g * cg:(g + 1) * cg], axes=axes)
-        for g in range(groups)])
+    cols, _ = _im2col(x, kernel, stride, padding, dilation, gy.shape[2:])
+    n, o = gy.shape[:2]
+    g3 = gy.reshape(n, o, -1)
+    cg, og = cols.shape[1] // groups, o // groups
+    # A batch of matrix products summed: BLAS reads the transposed columns in place.
+    parts = [np.matmul(g3[:, g * og:(g + 1) * og],
+                       cols[:, g * cg:(g + 1) * cg].transpose(0, 2, 1)).sum(0)
+             for g in range(groups)]
+    gw = parts[0] if groups == 1 else np.concatenate(parts)
+    return gw.reshape(o, x.shape[1] // groups, *kernel)
 
 
 def _conv_args(x, w, stride, padding, dilation, output_padding=None):
@@ -220,7 +262,6 @@ def _pool_args(op, x, d, kernel_size, stride, padding, dilation=1):
 
 def _pool_windows(x, kernel, stride, padding, dilation, ceil_mode, fill):
     """(windows (B, *out, *kernel) of x (B, *spatial) padded with ``fill``, out sizes)."""
-    d = len(kernel)
     size = x.shape[1:]
     out = [_pool_out_size(i, k, s, p, dl, ceil_mode)
            for i, k, s, p, dl in zip(size, kernel, stride, padding, dilation, strict=True)]
@@ -229,14 +270,9 @@ def _pool_windows(x, kernel, stride, padding, dilation, ceil_mode, fill):
                            f"kernel {list(kernel)})")
     need = [(o - 1) * s + (k - 1) * dl + 1
             for o, s, k, dl in zip(out, stride, kernel, dilation, strict=True)]
-    pads = [(p, max(0, n - i - p)) for p, n, i in zip(padding, need, size, strict=True)]
-    xp = np.pad(x, [(0, 0)] + pads, constant_values=fill) if any(map(any, pads)) else x
-    extent = tuple((k - 1) * dl + 1 for k, dl in zip(kernel, dilation, strict=True))
-    w = _window(xp, extent, axis=tuple(range(1, 1 + d)))
-    index = (slice(None),) + tuple(slice(None, o * s, s) for o, s in zip(out, stride,
-                                                                           strict=True))
-    index += tuple(slice(None, None, dl) for dl in dilation)
-    return w[index], out
+    after = [max(0, n - i - p) for p, n, i in zip(padding, need, size, strict=True)]
+    xp = _pad(x, padding, after, fill)
+    return _windows(xp, kernel, stride, dilation, out), out
 
 
 def _max_pool(d):
@@ -249,16 +285,28 @@ def _max_pool(d):
         lead, size = x.shape[:-d], x.shape[-d:]
         xb = _f(x, cdt).reshape((-1, *size))
         wins, out = _pool_windows(xb, kernel, stride, padding, dilation, ceil_mode, -np.inf)
-        flat = wins.reshape(wins.shape[:1 + d] + (-1,))
-        arg = np.argmax(flat, axis=-1)
-        values = np.take_along_axis(flat, arg[..., None], axis=-1)[..., 0]
-        # The index of each maximum in the (unpadded) input plane, row-major.
-        offsets = np.unravel_index(arg, kernel)
-        index = np.zeros(arg.shape, np.int64)
-        for a, (o, s, p, dl, n) in enumerate(zip(out, stride, padding, dilation, size,
-                                                 strict=True)):
-            pos = (np.arange(o) * s - p).reshape((-1,) + (1,) * (d - 1 - a))
-            index = index * n + pos + offsets[a] * dl
+        # One kernel position at a time over every output (NumPy is slow along the short
+        # kernel axes): the first maximum wins, and NaN wins over anything (as on CPU).
+        values = choice = None
+        for k, offset in enumerate(_offsets(kernel)):
+            v = wins[(Ellipsis, *offset)]
+            if values is None:
+                values, choice = v.copy(), np.zeros(v.shape, np.int64)
+                continue
+            better = v > values
+            better |= v != v
+            np.maximum(values, v, out=values)  # NaN-propagating, like the choice above
+            np.copyto(choice, k, where=better)
+        # The index of each maximum in the (unpadded) input plane, row-major: the index of
+        # its window's first element plus that of the kernel position within the plane.
+        base = np.zeros((), np.int64)
+        delta = np.zeros((), np.int64)
+        for a, (o, k, s, p, dl, n) in enumerate(zip(out, kernel, stride, padding, dilation,
+                                                    size, strict=True)):
+            shape = (-1,) + (1,) * (d - 1 - a)
+            base = base * n + (np.arange(o) * s - p).reshape(shape)
+            delta = delta * n + (np.arange(k) * dl).reshape(shape)
+        index = base + delta.ravel()[choice]
         return (_out(values.reshape(*lead, *out), dtype),
                 _out(index.reshape(*lead, *out), np.int64))
 
