@@ -33,6 +33,7 @@ Usage::
     python tools/opinfo_report.py --ops 'add,nn.functional.*' --limit-samples 3
     python tools/opinfo_report.py --grad --backend torch_acc.backends.reference
     python tools/opinfo_report.py --ops 'add,sum' --update test/opinfo/numpy_passing_2.13.txt
+    python tools/opinfo_report.py --from-json fwd.json grad.json --out docs/opinfo_numpy.md
 
 ``--update PATH`` rewrites a pass list (one entry a line): the entries this run covered are
 added when they pass and removed otherwise; entries outside the run stay as they are.
@@ -163,6 +164,14 @@ def _significant_strides_differ(a: torch.Tensor, e: torch.Tensor) -> bool:
     return any(n > 1 and sa != se for n, sa, se in dims)
 
 
+def _scalars_close(a, e, rtol: float, atol: float) -> bool:
+    if type(a) is not type(e):
+        return False
+    if isinstance(e, (float, complex)):
+        return (a != a and e != e) or abs(a - e) <= atol + rtol * abs(e)  # NaN matches NaN
+    return a == e
+
+
 def compare(actual, expected, device_type: str, rtol: float, atol: float, values: bool,
             what: str = "result") -> str | None:
     """The first difference between the backend's and CPU's results, or None."""
@@ -177,7 +186,7 @@ def compare(actual, expected, device_type: str, rtol: float, atol: float, values
         if isinstance(e, torch.Tensor) != isinstance(a, torch.Tensor):
             return f"{where}: {type(a).__name__} vs CPU {type(e).__name__}"
         if not isinstance(e, torch.Tensor):
-            if values and a != e and not (a != a and e != e):  # NaN == NaN here
+            if values and not _scalars_close(a, e, rtol, atol):
                 return f"{where}: {a!r} vs CPU {e!r}"
             continue
         if e.device.type == "cpu" and a.device.type not in (device_type, "meta") \
@@ -207,8 +216,10 @@ def _first_line(err: BaseException) -> str:
 
 def names_op(message: str, op) -> bool:
     """Whether an error message names an operator: the entry's own or an ATen one."""
-    names = {op.name, op.name.rsplit(".", 1)[-1], op.aten_name or ""} - {""}
-    return bool(_ATEN_OP.search(message)) or any(n in message for n in names)
+    names = {op.name, op.name.rsplit(".", 1)[-1], op.aten_name or ""}
+    return bool(_ATEN_OP.search(message)) or any(
+        re.search(rf"(?<![\w.]){re.escape(n)}(?![\w])", message) for n in names if len(n) > 2
+    )
 
 
 def _to_device(tree, device: str, grad: bool):
@@ -274,8 +285,11 @@ def run_entry(op, device: str, dtype: torch.dtype, grad: bool,
     for index, sample in enumerate(samples):
         label = f"sample {index}"
         args = (sample.input, sample.args, sample.kwargs)
-        dev_input, dev_args, dev_kwargs = _to_device(args, device, grad)
-        dev_kwargs = _device_kwargs(dev_kwargs, device)
+        try:  # copies first: the op may write into its inputs
+            dev_input, dev_args, dev_kwargs = _to_device(args, device, grad)
+            copy_error = None
+        except Exception as err:
+            copy_error = err
         try:
             expected = sample.output_process_fn_grad(op(*args[:1], *args[1], **args[2]))
             expected_grads = _grads(op, args, expected, seed + index, None) if grad else None
@@ -283,6 +297,9 @@ def run_entry(op, device: str, dtype: torch.dtype, grad: bool,
             continue
         compared += 1
         try:
+            if copy_error is not None:
+                raise copy_error
+            dev_kwargs = _device_kwargs(dev_kwargs, device)
             actual = op(dev_input, *dev_args, **dev_kwargs)
             actual = sample.output_process_fn_grad(actual)
             actual_grads = (_grads(op, (dev_input, dev_args, dev_kwargs), actual, seed + index,
@@ -373,7 +390,7 @@ class _Worker:
         """Close the log; return its last lines (the crash's description)."""
         self.log.close()
         lines = [ln for ln in self.log_path.read_text(errors="replace").splitlines() if ln]
-        return " / ".join(lines[-2:])[-300:]
+        return ("(last output: " + " / ".join(lines[-2:])[-300:] + ")") if lines else ""
 
 
 def _death(rc: int) -> str:
@@ -402,6 +419,7 @@ def run_entries(entries: list[str], *, backend: str = DEFAULT_BACKEND, dtype: st
     running: list[tuple[_Worker, bool]] = []
     number = 0
     device = None
+    suspects: dict[str, str] = {}  # entry -> how its chunk died while it ran
 
     def record(name: str, status: str, message: str) -> None:
         results[name] = asdict(Result(name, status, message, names_op=status != "error"))
@@ -425,25 +443,24 @@ def run_entries(entries: list[str], *, backend: str = DEFAULT_BACKEND, dtype: st
                 running.remove(item)
                 w.poll()
                 tail = w.finish()
+                for name, result in w.results.items():
+                    if name in suspects:
+                        result["extra"]["chunk_died"] = suspects[name]
                 results.update(w.results)
                 device = device or w.device
                 left = [e for e in w.entries if e not in w.results]
-                if not left:
-                    continue
                 if timed_out:
                     record(w.current, "crash", f"timeout: no result after {timeout:.0f}s")
-                elif w.current is None:  # died before its first entry or between entries
-                    if not w.results:
-                        for e in left:
-                            record(e, "crash", f"worker failed: {_death(w.proc.returncode)}: "
-                                               f"{tail}")
-                        left = []
-                elif alone:
-                    record(w.current, "crash", f"{_death(w.proc.returncode)}: {tail}")
-                else:  # rerun the suspect alone, to see whether it crashes by itself
+                elif left and w.current is None and not w.results:  # died before any entry
+                    for e in left:
+                        record(e, "crash", f"worker failed: {_death(w.proc.returncode)} {tail}")
+                elif left and w.current is not None and alone:
+                    record(w.current, "crash", f"{_death(w.proc.returncode)} {tail}".strip())
+                elif left and w.current is not None:  # rerun the suspect alone
+                    suspects[w.current] = f"{_death(w.proc.returncode)} {tail}".strip()
                     queue.append(([w.current], True))
                 rest = [e for e in left if e not in results and e != w.current]
-                if rest:
+                if rest:  # entries that had not started go on in a new worker
                     queue.append((rest, False))
                 if progress is not None:
                     progress(len(results))
@@ -474,12 +491,23 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")[:300]
 
 
-def markdown(results: list[dict], meta: dict) -> str:
+def common_messages(results: list[dict]) -> list[tuple[str, int]]:
+    """Error and fail messages (less their sample number), most frequent first."""
+    counts = collections.Counter(
+        re.sub(r"^sample \d+: ", "", r["message"])[:160]
+        for r in results if r["status"] in ("error", "fail", "crash")
+    )
+    return counts.most_common()
+
+
+def markdown(results: list[dict], meta: dict, level: int = 1) -> str:
+    """A report of one run: a summary, the most frequent causes, a row per entry."""
+    h = "#" * level
     counts = summarize(results)
     total = sum(counts[s] for s in COUNTED)
     mode = "forward and backward (--grad)" if meta["grad"] else "forward"
     lines = [
-        f"# OpInfo report: `{meta['backend']}` ({meta['device']}), {meta['dtype']}, {mode}",
+        f"{h} OpInfo report: `{meta['backend']}` ({meta['device']}), {meta['dtype']}, {mode}",
         "",
         f"Produced by `{meta['command']}` on torch {meta['torch']}, {meta['date']}.",
         "",
@@ -504,11 +532,16 @@ def markdown(results: list[dict], meta: dict) -> str:
     ]
     ops = missing_ops(results)
     if ops:
-        lines += ["## ATen operators named in error and fail messages", "",
+        lines += [f"{h}# ATen operators named in error and fail messages", "",
                   "| operator | entries |", "|---|---:|"]
         lines += [f"| `{name}` | {n} |" for name, n in ops[:40]]
         lines.append("")
-    lines += ["## Entries", "", "| entry | status | samples | message | finding |",
+    messages = common_messages(results)
+    if messages:
+        lines += [f"{h}# Most frequent messages", "", "| message | entries |", "|---|---:|"]
+        lines += [f"| {_cell(m)} | {n} |" for m, n in messages[:25]]
+        lines.append("")
+    lines += [f"{h}# Entries", "", "| entry | status | samples | message | finding |",
               "|---|---|---:|---|---|"]
     for r in sorted(results, key=lambda r: r["entry"]):
         finding = []
@@ -516,9 +549,21 @@ def markdown(results: list[dict], meta: dict) -> str:
             finding.append("message does not name the op")
         if not r["values_compared"]:
             finding.append("values not compared")
+        if "chunk_died" in r["extra"]:
+            finding.append(f"chunk died ({r['extra']['chunk_died']}), alone it did not")
         lines.append(f"| `{r['entry']}` | {r['status']} | {r['samples']} | "
                      f"{_cell(r['message'])} | {', '.join(finding)} |")
     return "\n".join(lines) + "\n"
+
+
+def combined(runs: list[dict], command: str) -> str:
+    """One markdown document of several runs' reports (``--json`` contents)."""
+    backends = ", ".join(sorted({f"`{r['meta']['backend']}`" for r in runs}))
+    head = [f"# OpInfo reports: {backends}", "",
+            f"Put together by `{command}` from the runs below; each section names the command "
+            "that made it.", ""]
+    return "\n".join(head) + "\n" + "\n".join(markdown(r["results"], r["meta"], level=2)
+                                             for r in runs)
 
 
 def read_pass_list(path: Path) -> set[str]:
@@ -552,10 +597,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk-size", type=int, default=40, help="entries per worker")
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="seconds an entry may run before it counts as a crash")
+    parser.add_argument("--from-json", type=Path, nargs="+", metavar="JSON",
+                        help="run nothing: write --out from earlier --json files, a section each")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         worker(json.loads(args.worker))
+        return 0
+    if args.from_json:
+        if not args.out:
+            parser.error("--from-json needs --out")
+        args.out.write_text(combined([json.loads(p.read_text()) for p in args.from_json],
+                                     " ".join(["python", "tools/opinfo_report.py",
+                                               *(argv or sys.argv[1:])])))
         return 0
 
     dtype = getattr(torch, args.dtype)
@@ -564,12 +618,15 @@ def main(argv: list[str] | None = None) -> int:
     not_run = len(chosen) - len(ids)
     print(f"{len(ids)} entries to run ({not_run} left out: not run on CPU in this mode)",
           flush=True)
+
     def progress(n: int) -> None:
         print(f"  {n}/{len(ids)} entries done", flush=True)
 
-    by_id, device = run_entries(ids, backend=args.backend, dtype=args.dtype, grad=args.grad,
-                        limit_samples=args.limit_samples, jobs=args.jobs,
-                        chunk_size=args.chunk_size, timeout=args.timeout, progress=progress)
+    by_id, device = run_entries(
+        ids, backend=args.backend, dtype=args.dtype, grad=args.grad,
+        limit_samples=args.limit_samples, jobs=args.jobs, chunk_size=args.chunk_size,
+        timeout=args.timeout, progress=progress,
+    )
     results = [by_id[e] for e in ids]
     counts = summarize(results)
     total = sum(counts[s] for s in COUNTED)
