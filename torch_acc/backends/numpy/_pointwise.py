@@ -343,14 +343,35 @@ def _nan_to_num(x, nan=None, posinf=None, neginf=None):
     return _finish(r, dt)
 
 
-def _logit(x, eps=None):
-    def f(v):
-        if eps is not None:
-            lo = np.asarray(eps, v.dtype)
-            v = np.clip(v, lo, 1 - lo)
-        return np.log(v / (1 - v))
+def _stepwise(name, f):
+    """A function PyTorch computes op by op in the tensor's dtype: float16 and bfloat16 round
+    after every step (``f(v, r)`` calls ``r`` on each intermediate result)."""
 
-    return _float_unary("logit", f, complex_ok=False)(x)
+    def kernel(x, *args):
+        dt = x.dtype
+        if dt in _LOW:
+            def r(v):
+                return v.astype(dt).astype(_F32)
+        else:
+            def r(v):
+                return v
+        return _float_unary(name, lambda v: f(v, r, *args), complex_ok=False)(x)
+
+    kernel.__name__ = name
+    return kernel
+
+
+def _logit_steps(v, r, eps=None):
+    if eps is not None:
+        lo = np.asarray(eps, v.dtype)
+        v = np.clip(v, r(lo), r(1 - lo))
+    return np.log(r(v / r(1 - v)))
+
+
+def _ndtr_steps(v, r):
+    # PyTorch's special_ndtr is (1 + erf(x * sqrt(1/2))) * 0.5 in tensor operations.
+    e = r(sp.erf(r(v * np.asarray(math.sqrt(0.5), v.dtype))).astype(v.dtype))
+    return r(1 + e) * np.asarray(0.5, v.dtype)
 
 
 def _polygamma(n, x):
@@ -726,7 +747,15 @@ def _nextafter(a, b):
 
 
 def _logaddexp(a, b):
-    return np.logaddexp(a, b)
+    if a.dtype.kind != "c":
+        return np.logaddexp(a, b)
+    a, b = np.broadcast_arrays(a, b)
+    first = a.real >= b.real
+    hi, lo = np.where(first, a, b), np.where(first, b, a)
+    r = hi + np.log1p(np.exp(lo - hi))
+    # Equal infinities: exp(inf - inf) is nan; the sum is the infinity itself.
+    same_inf = np.isinf(hi.real) & (hi == lo)
+    return np.where(same_inf, hi, r)
 
 
 def _zeta(a, b):
@@ -990,7 +1019,7 @@ def _unary_table():
         "special_i1": _special("special_i1", sp.i1),
         "special_i1e": _special("special_i1e", sp.i1e),
         "special_ndtri": _special("special_ndtri", sp.ndtri),
-        "special_ndtr": _special("special_ndtr", sp.ndtr),
+        "special_ndtr": _stepwise("special_ndtr", _ndtr_steps),
         "special_log_ndtr": _special("special_log_ndtr", sp.log_ndtr),
         "special_erfcx": _special("special_erfcx", sp.erfcx),
         "special_entr": _special("special_entr", sp.entr),
@@ -1031,7 +1060,7 @@ def _unary_table():
         "round": _round,
         "round.decimals": _round,
         "nan_to_num": _nan_to_num,
-        "logit": _logit,
+        "logit": _stepwise("logit", _logit_steps),
         "polygamma": _polygamma,
         "mvlgamma": _mvlgamma,
     }
@@ -1087,7 +1116,7 @@ def _binary_table():
         "hypot": _float_binary("hypot", np.hypot),
         "copysign.Tensor": _float_binary("copysign", _copysign),
         "copysign.Scalar": _float_binary("copysign", _copysign),
-        "logaddexp": _float_binary("logaddexp", _logaddexp),
+        "logaddexp": _float_binary("logaddexp", _logaddexp, complex_ok=True),
         "logaddexp2": _float_binary("logaddexp2", np.logaddexp2),
         "xlogy.Tensor": _float_binary("xlogy", _xlogy),
         "xlogy.Scalar_Self": _float_binary("xlogy", _xlogy),
