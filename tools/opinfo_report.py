@@ -259,6 +259,13 @@ def _grads(op, sample_args, outputs, seed: int, device: str | None):
     return list(torch.autograd.grad(outs, inputs, grad_outputs, allow_unused=True))
 
 
+def _call(op, grad: bool, sample_input, args, kwargs):
+    """The op on a sample; for gradients through its gradcheck wrapper, as test_ops does."""
+    if grad:
+        return op.gradcheck_wrapper(op.get_op(), sample_input, *args, **kwargs)
+    return op(sample_input, *args, **kwargs)
+
+
 def run_entry(op, device: str, dtype: torch.dtype, grad: bool,
               limit_samples: int | None) -> Result:
     """Run one entry's samples on CPU and on the device and compare; never raises."""
@@ -291,7 +298,7 @@ def run_entry(op, device: str, dtype: torch.dtype, grad: bool,
         except Exception as err:
             copy_error = err
         try:
-            expected = sample.output_process_fn_grad(op(*args[:1], *args[1], **args[2]))
+            expected = sample.output_process_fn_grad(_call(op, grad, *args))
             expected_grads = _grads(op, args, expected, seed + index, None) if grad else None
         except Exception:
             continue
@@ -300,7 +307,7 @@ def run_entry(op, device: str, dtype: torch.dtype, grad: bool,
             if copy_error is not None:
                 raise copy_error
             dev_kwargs = _device_kwargs(dev_kwargs, device)
-            actual = op(dev_input, *dev_args, **dev_kwargs)
+            actual = _call(op, grad, dev_input, dev_args, dev_kwargs)
             actual = sample.output_process_fn_grad(actual)
             actual_grads = (_grads(op, (dev_input, dev_args, dev_kwargs), actual, seed + index,
                                    device) if grad else None)
