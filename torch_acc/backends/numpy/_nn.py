@@ -618,6 +618,16 @@ def _softmax_dtype(op, x, half_to_float):
 
 
 def _log_softmax(x, dim, half_to_float=False):
+    if x.dtype in _FLOAT and x.ndim and x.size and x.flags.c_contiguous and not half_to_float:
+        # The common case, with fewer passes: float32/64, in place on fresh arrays.
+        m = x.max(axis=dim, keepdims=True)
+        if not np.isfinite(m).all():
+            m[~np.isfinite(m)] = 0
+        shifted = x - m
+        e = np.exp(shifted)
+        lse = np.log(e.sum(axis=dim, keepdims=True))
+        shifted -= lse
+        return shifted
     dtype, cdt = _softmax_dtype("_log_softmax", x, half_to_float)
     xc = _f(x, cdt)
     if xc.ndim == 0:
@@ -645,6 +655,10 @@ def _softmax(x, dim, half_to_float=False):
 
 
 def _log_softmax_backward_data(gy, y, dim, input_dtype):
+    if gy.dtype in _FLOAT and y.dtype is gy.dtype and gy.ndim and gy.flags.c_contiguous:
+        e = np.exp(y)
+        e *= gy.sum(axis=dim, keepdims=True)
+        return np.subtract(gy, e, out=e)
     _, cdt = _compute_dtype("_log_softmax_backward_data", y)
     g, yc = _f(gy, cdt), _f(y, cdt)
     if g.ndim == 0:
