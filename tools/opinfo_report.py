@@ -411,7 +411,7 @@ def _death(rc: int) -> str:
 
 def run_entries(entries: list[str], *, backend: str = DEFAULT_BACKEND, dtype: str = "float32",
                 grad: bool = False, limit_samples: int | None = None, jobs: int = 2,
-                chunk_size: int = 40, timeout: float = 300.0,
+                chunk_size: int = 100, timeout: float = 300.0,
                 progress=None) -> tuple[dict[str, dict], str | None]:
     """Run entries (ids) in worker processes.
 
@@ -601,7 +601,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="update a pass list with this run's entries")
     parser.add_argument("--limit-samples", type=int, help="compare at most N samples an entry")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes at a time")
-    parser.add_argument("--chunk-size", type=int, default=40, help="entries per worker")
+    parser.add_argument("--chunk-size", type=int, default=100, help="entries per worker")
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="seconds an entry may run before it counts as a crash")
     parser.add_argument("--from-json", type=Path, nargs="+", metavar="JSON",
