@@ -368,12 +368,6 @@ def _logit_steps(v, r, eps=None):
     return np.log(r(v / r(1 - v)))
 
 
-def _ndtr_steps(v, r):
-    # PyTorch's special_ndtr is (1 + erf(x * sqrt(1/2))) * 0.5 in tensor operations.
-    e = r(sp.erf(r(v * np.asarray(math.sqrt(0.5), v.dtype))).astype(v.dtype))
-    return r(1 + e) * np.asarray(0.5, v.dtype)
-
-
 def _polygamma(n, x):
     def f(v):
         if n == 0:
@@ -582,14 +576,6 @@ def _pow(a, b):
         if dt.kind == "b":
             return _finish(np.power(a.astype(np.uint8), b.astype(np.uint8)), dt)
         return _finish(np.power(a, b), dt)
-
-
-def _float_power(a, b):
-    c = np.complex128 if any(np.iscomplexobj(v) or isinstance(v, complex) for v in (a, b)) \
-        else np.float64
-    c = np.dtype(c)
-    with np.errstate(all="ignore"):
-        return _finish(np.power(_cast(a, c), _cast(b, c)), c)
 
 
 def _float_binary(name, f, complex_ok=False):
@@ -1019,7 +1005,6 @@ def _unary_table():
         "special_i1": _special("special_i1", sp.i1),
         "special_i1e": _special("special_i1e", sp.i1e),
         "special_ndtri": _special("special_ndtri", sp.ndtri),
-        "special_ndtr": _stepwise("special_ndtr", _ndtr_steps),
         "special_log_ndtr": _special("special_log_ndtr", sp.log_ndtr),
         "special_erfcx": _special("special_erfcx", sp.erfcx),
         "special_entr": _special("special_entr", sp.entr),
@@ -1047,8 +1032,6 @@ def _unary_table():
         "floor": _same_unary("floor", np.floor, ints="copy", bools="copy", complex_ok=False),
         "trunc": _same_unary("trunc", np.trunc, ints="copy", bools="copy", complex_ok=False),
         "frac": _same_unary("frac", _frac, complex_ok=False),
-        "conj_physical": _same_unary("conj_physical", np.conjugate, ints="copy",
-                                     bools="copy"),
         "bitwise_not": _bitwise_not,
         "logical_not": _logical_not,
         "isnan": _bool_unary("isnan", np.isnan, False),
@@ -1109,9 +1092,6 @@ def _binary_table():
         "pow.Tensor_Tensor": _pow,
         "pow.Tensor_Scalar": _pow,
         "pow.Scalar": _pow,
-        "float_power.Tensor_Tensor": _float_power,
-        "float_power.Tensor_Scalar": _float_power,
-        "float_power.Scalar": _float_power,
         "atan2": _float_binary("atan2", np.arctan2),
         "hypot": _float_binary("hypot", np.hypot),
         "copysign.Tensor": _float_binary("copysign", _copysign),
