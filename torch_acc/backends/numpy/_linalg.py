@@ -600,6 +600,47 @@ def _linalg_cross(self, other, *, dim=-1):
     return _cmat(np.cross(a, b, axis=dim % ndim), dtype)
 
 
+def _linalg_ldl_factor_ex(self, *, hermitian=False, check_errors=False):
+    _check_float("linalg.ldl_factor", self)
+    _check_square("linalg.ldl_factor", self)
+    batch, flat = _batches(self)
+    n = self.shape[-1]
+    ld = np.zeros(flat.shape, self.dtype)
+    piv = np.zeros((flat.shape[0], n), _INT32)
+    info = np.zeros((flat.shape[0],), _INT32)
+    name = "hetrf" if hermitian and self.dtype.kind == "c" else "sytrf"
+    if n:
+        (trf,) = lapack.get_lapack_funcs((name,), (flat,))
+        for i, mat in enumerate(flat):
+            lu, p, code = trf(mat, lower=1)
+            ld[i] = np.tril(lu)
+            piv[i] = p
+            info[i] = max(int(code), 0)
+    info = info.reshape(batch)
+    if check_errors:
+        _check_errors(info, "torch.linalg.ldl_factor_ex", is_matrix=self.ndim == 2)
+    return _fmat(ld.reshape(self.shape)), _cmat(piv.reshape(batch + (n,))), _cmat(info)
+
+
+def _linalg_ldl_solve(LD, pivots, B, *, hermitian=False):
+    _check_float("linalg.ldl_solve", LD, B)
+    dtype = result_type(kind(LD), kind(B))
+    batch = np.broadcast_shapes(LD.shape[:-2], pivots.shape[:-1], B.shape[:-2])
+    n, k = B.shape[-2:]
+    L = _flat(LD.astype(dtype, copy=False), batch, LD.shape[-2:])
+    P = _flat(pivots, batch, pivots.shape[-1:])
+    Bs = _flat(B.astype(dtype, copy=False), batch, (n, k))
+    out = np.empty(Bs.shape, dtype)
+    name = "hetrs" if hermitian and np.dtype(dtype).kind == "c" else "sytrs"
+    (trs,) = lapack.get_lapack_funcs((name,), (Bs,))
+    for i in range(Bs.shape[0]):
+        if Bs[i].size == 0:
+            continue
+        x, _ = trs(L[i], P[i], Bs[i], lower=1)
+        out[i] = x
+    return _fmat(out.reshape(batch + (n, k)))
+
+
 KERNELS = {
     "linalg_lu_factor_ex": _linalg_lu_factor_ex,
     "linalg_lu": _linalg_lu,
@@ -629,4 +670,6 @@ KERNELS = {
     "linalg_pinv.atol_rtol_tensor": _linalg_pinv,
     "linalg_matrix_exp": _linalg_matrix_exp,
     "linalg_cross": _linalg_cross,
+    "linalg_ldl_factor_ex": _linalg_ldl_factor_ex,
+    "linalg_ldl_solve": _linalg_ldl_solve,
 }

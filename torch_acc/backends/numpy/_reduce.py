@@ -675,6 +675,44 @@ def _trace(self):
     return _out(np.trace(_up(self)), _int_to_long(self, None))
 
 
+def _cdist_forward(x1, x2, p, compute_mode=None):
+    if x1.dtype.kind not in "f" or x2.dtype.kind not in "f":
+        raise RuntimeError(
+            f"cdist only supports floating-point dtypes, X1 got: {_torch_dtype(x1)} "
+            f"({DEVICE} backend)"
+        )
+    if x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError(
+            f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} "
+            f"X2: {x2.shape[-1]}"
+        )
+    dtype = x1.dtype
+    a, b = _up(x1), _up(x2)
+    P, R = a.shape[-2], b.shape[-2]
+    use_mm = p == 2 and (compute_mode == 1 or (not compute_mode and (P > 25 or R > 25)))
+    with np.errstate(all="ignore"):
+        if use_mm:
+            # As PyTorch's _euclidean_dist: one matrix product of padded operands.
+            an = np.sum(a * a, axis=-1, keepdims=True)
+            bn = np.sum(b * b, axis=-1, keepdims=True)
+            a_ = np.concatenate([-2 * a, an, np.ones_like(an)], axis=-1)
+            b_ = np.concatenate([b, np.ones_like(bn), bn], axis=-1)
+            value = np.sqrt(np.maximum(a_ @ np.swapaxes(b_, -1, -2), 0))
+        else:
+            diff = np.abs(a[..., :, None, :] - b[..., None, :, :])
+            if p == 0:
+                value = np.sum(diff != 0, axis=-1).astype(a.dtype)
+            elif p == np.inf:
+                value = np.max(diff, axis=-1, initial=0)
+            elif p == 1:
+                value = np.sum(diff, axis=-1)
+            elif p == 2:
+                value = np.sqrt(np.sum(diff * diff, axis=-1))
+            else:
+                value = np.sum(diff**p, axis=-1) ** (1.0 / p)
+    return _out(value, dtype)
+
+
 KERNELS = {
     "sum": _sum_default,
     "sum.dim_IntList": _sum,
@@ -725,6 +763,7 @@ KERNELS = {
     "vdot": _vdot,
     "mv": _mv,
     "trace": _trace,
+    "_cdist_forward": _cdist_forward,
 }
 
 _any = _logical("any", np.any)
