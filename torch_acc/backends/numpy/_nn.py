@@ -44,6 +44,20 @@ def _unused(shape, dtype):
     return np.zeros(tuple(shape), dtype)
 
 
+def _channels_last(x) -> bool:
+    """Whether a 4-d ``x`` is laid out channels-last (and not also contiguous), which
+    PyTorch's CPU pooling kernels keep in their results."""
+    return (x.ndim == 4 and not x.flags.c_contiguous
+            and x.transpose(0, 2, 3, 1).flags.c_contiguous)
+
+
+def _like(y, x):
+    """``y`` (C-contiguous) laid out as ``x`` is: channels-last when ``x`` is."""
+    if _channels_last(x) and y.ndim == 4:
+        return np.ascontiguousarray(y.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    return y
+
+
 def _ntuple(value, n: int) -> tuple[int, ...]:
     value = tuple(value) if isinstance(value, list | tuple) else (value,)
     return value * n if len(value) == 1 else value
@@ -307,8 +321,8 @@ def _max_pool(d):
             base = base * n + (np.arange(o) * s - p).reshape(shape)
             delta = delta * n + (np.arange(k) * dl).reshape(shape)
         index = base + delta.ravel()[choice]
-        return (_out(values.reshape(*lead, *out), dtype),
-                _out(index.reshape(*lead, *out), np.int64))
+        return (_like(_out(values.reshape(*lead, *out), dtype), x),
+                _like(_out(index.reshape(*lead, *out), np.int64), x))
 
     return kernel
 
@@ -324,7 +338,7 @@ def _max_pool_backward(d):
         gyb = _f(gy, cdt).reshape(b, -1)
         idx = indices.reshape(b, -1) + (np.arange(b) * plane)[:, None]
         gx = np.bincount(idx.ravel(), weights=gyb.ravel(), minlength=b * plane)
-        return _out(gx.reshape(x.shape), dtype)
+        return _like(_out(gx.reshape(x.shape), dtype), x)
 
     return kernel
 
@@ -411,6 +425,52 @@ def _adaptive_avg_pool(d):
                         for i, o, j in zip(size, out, pos, strict=True))
             y[(Ellipsis, *pos)] = xc[(Ellipsis, *box)].mean(axis=tuple(range(-d, 0)))
         return _out(y, dtype)
+
+    return kernel
+
+
+def _adaptive_max_pool(d):
+    name = f"adaptive_max_pool{d}d"
+
+    def kernel(x, output_size):
+        dtype, cdt = _compute_dtype(name, x)
+        out = _ntuple(output_size, d)
+        size = x.shape[-d:]
+        if x.ndim not in (d + 1, d + 2) or 0 in x.shape[-d:]:
+            raise RuntimeError(f"{name}: expected a non-empty {d + 1}-d or {d + 2}-d input, "
+                               f"but got an input of shape {list(x.shape)}")
+        xc = _f(x, cdt)
+        y = np.empty((*x.shape[:-d], *out), cdt)
+        index = np.empty(y.shape, np.int64)
+        for pos in itertools.product(*(range(o) for o in out)):
+            bounds = [_adaptive_bounds(i, o)[j] for i, o, j in zip(size, out, pos, strict=True)]
+            box = xc[(Ellipsis, *(slice(a, b) for a, b in bounds))]
+            flat = box.reshape(*box.shape[:-d], -1)
+            # The first NaN, else the first maximum (as on CPU).
+            nan = np.isnan(flat)
+            arg = np.where(nan.any(-1), nan.argmax(-1), flat.argmax(-1))
+            y[(Ellipsis, *pos)] = np.take_along_axis(flat, arg[..., None], -1)[..., 0]
+            offsets = np.unravel_index(arg, box.shape[-d:])
+            flat_index = np.zeros(arg.shape, np.int64)
+            for (a, _), off, n in zip(bounds, offsets, size, strict=True):
+                flat_index = flat_index * n + a + off
+            index[(Ellipsis, *pos)] = flat_index
+        return _like(_out(y, dtype), x), _like(_out(index, np.int64), x)
+
+    return kernel
+
+
+def _adaptive_max_pool_backward(d):
+    name = f"adaptive_max_pool{d}d_backward"
+
+    def kernel(gy, x, indices):
+        dtype, cdt = _compute_dtype(name, x)
+        plane = math.prod(x.shape[-d:])
+        b = math.prod(x.shape[:-d])
+        idx = indices.reshape(b, -1) + (np.arange(b) * plane)[:, None]
+        gx = np.bincount(idx.ravel(), weights=_f(gy, cdt).reshape(b, -1).ravel(),
+                         minlength=b * plane)
+        return _like(_out(gx.reshape(x.shape), dtype), x)
 
     return kernel
 
@@ -914,6 +974,10 @@ KERNELS = {
     "_adaptive_avg_pool2d_backward": _adaptive_avg_pool_backward(2),
     "_adaptive_avg_pool3d": _adaptive_avg_pool(3),
     "_adaptive_avg_pool3d_backward": _adaptive_avg_pool_backward(3),
+    "adaptive_max_pool2d": _adaptive_max_pool(2),
+    "adaptive_max_pool2d_backward": _adaptive_max_pool_backward(2),
+    "adaptive_max_pool3d": _adaptive_max_pool(3),
+    "adaptive_max_pool3d_backward": _adaptive_max_pool_backward(3),
     "native_batch_norm": _batch_norm("native_batch_norm"),
     "_native_batch_norm_legit": _batch_norm("_native_batch_norm_legit"),
     "_native_batch_norm_legit.no_stats": _native_batch_norm_legit_no_stats,
