@@ -527,6 +527,103 @@ def _histc(self, bins=100, min=0, max=0):
     return np.bincount(pos, minlength=bins).astype(self.dtype)
 
 
+def _outer_edges(x, bins, range_):
+    """Per dimension, the leftmost and rightmost edges (``histogramdd``'s rules)."""
+    d = len(bins)
+    if range_ is not None:
+        if len(range_) != 2 * d:
+            raise RuntimeError(f"torch.histogramdd: for a {d}-dimensional histogram range "
+                               f"should have {2 * d} elements, but got {len(range_)}")
+        lo, hi = np.array(range_[0::2], np.float64), np.array(range_[1::2], np.float64)
+    elif x.shape[0]:
+        lo, hi = x.min(axis=0).astype(np.float64), x.max(axis=0).astype(np.float64)
+    else:
+        lo, hi = np.zeros(d), np.ones(d)
+    for i in range(d):
+        if lo[i] > hi[i]:
+            raise RuntimeError(f"torch.histogramdd: min should not exceed max, but got min "
+                               f"{lo[i]} max {hi[i]} for dimension {i}")
+        if not (np.isfinite(lo[i]) and np.isfinite(hi[i])):
+            raise RuntimeError(f"torch.histogramdd: dimension {i}'s range [{lo[i]}, {hi[i]}] "
+                               "is not finite")
+    same = lo == hi
+    lo[same] -= 0.5
+    hi[same] += 0.5
+    return lo, hi
+
+
+def _hist_input(self, ndim_bins):
+    if self.dtype.kind != "f" and self.dtype != _BF16:
+        raise RuntimeError(
+            f"torch.histogramdd: input tensor and bins tensors should have the same dtype, "
+            f"and a floating one, but got {NUMPY_TO_TORCH[self.dtype]} on the {DEVICE} backend"
+        )
+    x = _as_sortable(self)
+    return x.reshape(-1, ndim_bins) if ndim_bins else x.reshape(-1, 1)
+
+
+def _bin_edges(self, bins, range_=None):
+    x = _hist_input(self, len(bins))
+    lo, hi = _outer_edges(x, bins, range_)
+    dtype = NUMPY_TO_TORCH[self.dtype]
+    return [np.asarray(torch.linspace(lo[i], hi[i], b + 1, dtype=torch.float64).to(dtype)
+                       .view(torch.int16 if dtype == torch.bfloat16 else dtype).numpy())
+            .view(self.dtype) for i, b in enumerate(bins)]
+
+
+def _hist_from_edges(self, edges, weight, density):
+    d = len(edges)
+    x = _hist_input(self, d)
+    counts = tuple(len(e) - 1 for e in edges)
+    keep = np.ones(x.shape[0], bool)
+    positions = []
+    for i, e in enumerate(edges):
+        e = _as_sortable(e)
+        v = x[:, i]
+        keep &= (v >= e[0]) & (v <= e[-1])
+        pos = np.searchsorted(e, v, side="right") - 1
+        pos[v == e[-1]] = counts[i] - 1
+        positions.append(np.clip(pos, 0, max(counts[i] - 1, 0)))
+    flat = np.ravel_multi_index(tuple(p[keep] for p in positions), counts) if keep.any() \
+        else np.zeros(0, np.int64)
+    work = x.dtype
+    if weight is None:
+        hist = np.bincount(flat, minlength=int(np.prod(counts))).astype(work)
+    else:  # summed in the input's dtype, in order, as the CPU kernel does
+        hist = np.zeros(int(np.prod(counts)), work)
+        np.add.at(hist, flat, np.asarray(_as_sortable(weight), work).reshape(-1)[keep])
+    hist = hist.reshape(counts)
+    if density:  # as PyTorch: by the sum first, then by each dimension's bin lengths
+        hist = hist / hist.sum(dtype=work)
+        for i, e in enumerate(edges):
+            widths = np.diff(np.asarray(_as_sortable(e), work))
+            shape = [1] * d
+            shape[i] = len(widths)
+            hist = hist / widths.reshape(shape)
+    return hist.astype(self.dtype)
+
+
+def _histogramdd_bin_edges(self, bins, *, range=None, weight=None, density=False):
+    return _bin_edges(self, bins, range)
+
+
+def _histogramdd_from_bin_cts(self, bins, *, range=None, weight=None, density=False):
+    return _hist_from_edges(self, _bin_edges(self, bins, range), weight, density)
+
+
+def _histogramdd_from_bin_tensors(self, bins, *, weight=None, density=False):
+    return _hist_from_edges(self, bins, weight, density)
+
+
+def _histogram_bin_ct(self, bins=100, *, range=None, weight=None, density=False):
+    edges = _bin_edges(self.reshape(-1), [bins], range)
+    return _hist_from_edges(self.reshape(-1), edges, weight, density), edges[0]
+
+
+def _histogram_bins_tensor(self, bins, *, weight=None, density=False):
+    return _hist_from_edges(self.reshape(-1), [bins], weight, density), bins.copy()
+
+
 def _bincount(self, weights=None, minlength=0):
     if self.ndim != 1 or self.dtype.kind not in "iu" and self.dtype != np.bool_:
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
@@ -662,6 +759,11 @@ KERNELS = {
     "bucketize.Scalar": _bucketize,
     "histc": _histc,
     "bincount": _bincount,
+    "histogram.bin_ct": _histogram_bin_ct,
+    "histogram.bins_tensor": _histogram_bins_tensor,
+    "_histogramdd_bin_edges": _histogramdd_bin_edges,
+    "_histogramdd_from_bin_cts": _histogramdd_from_bin_cts,
+    "_histogramdd_from_bin_tensors": _histogramdd_from_bin_tensors,
     "_unique2": _unique2,
     "_unique": _unique,
     "unique_dim": _unique_dim,

@@ -224,7 +224,19 @@ def _multinomial(self, num_samples, replacement=False, *, generator):
     return out.reshape(self.shape[:-1] + (num_samples,))
 
 
+def _rrelu_with_noise(self, noise, lower=0.125, upper=1 / 3, training=False, generator=None):
+    _check_float(self, "rrelu_with_noise")
+    if not training:
+        slope = (lower + upper) / 2
+        return np.where(self >= 0, self, self * self.dtype.type(slope)).astype(self.dtype)
+    r = generator.numpy.uniform(lower, upper, self.shape)
+    negative = self < 0
+    noise[...] = np.where(negative, r, 1)
+    return np.where(negative, self * noise, self).astype(self.dtype)
+
+
 KERNELS = {
+    "rrelu_with_noise": _rrelu_with_noise,
     "normal_": _normal_,
     "uniform_": _uniform_,
     "bernoulli_.float": _bernoulli_,
