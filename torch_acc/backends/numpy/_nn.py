@@ -493,6 +493,80 @@ def _adaptive_avg_pool_backward(d):
     return kernel
 
 
+# --- upsampling gradients ----------------------------------------------------------------
+
+
+def _interpolation(mode, n_in, n_out, align_corners, scale, dt):
+    """The (n_out, n_in) matrix of a 1-d interpolation as PyTorch's CPU kernels compute it
+    (source coordinates in the kernels' arithmetic, ``dt``); upsampling is separable, so
+    its gradient applies the transposes along each dimension."""
+    a = np.zeros((n_out, n_in), dt)
+    dst = np.arange(n_out)
+    if n_out == 0 or n_in == 0:
+        return a
+    real = dst.astype(dt)
+    if mode in ("nearest", "nearest-exact"):
+        if n_out == n_in:
+            index = dst
+        elif mode == "nearest" and n_out == 2 * n_in:
+            index = dst >> 1
+        else:
+            s = dt.type(1.0 / scale) if scale else dt.type(n_in) / dt.type(n_out)
+            shift = dt.type(0.5 if mode == "nearest-exact" else 0.0)
+            index = np.minimum(np.floor((real + shift) * s).astype(np.int64), n_in - 1)
+        a[dst, index] = 1
+        return a
+    if align_corners:
+        s = dt.type(n_in - 1) / dt.type(n_out - 1) if n_out > 1 else dt.type(0)
+        src = s * real
+    else:
+        s = dt.type(1.0 / scale) if scale else dt.type(n_in) / dt.type(n_out)
+        src = s * (real + dt.type(0.5)) - dt.type(0.5)
+    if mode == "linear":
+        if not align_corners:
+            src = np.maximum(src, dt.type(0))
+        i0 = np.floor(src).astype(np.int64)
+        i1 = i0 + (i0 < n_in - 1)
+        l1 = src - i0.astype(dt)
+        np.add.at(a, (dst, i0), 1 - l1)
+        np.add.at(a, (dst, i1), l1)
+        return a
+    # cubic, A = -0.75
+    i = np.floor(src).astype(np.int64)
+    t = src - i.astype(dt)
+    c = dt.type(-0.75)
+
+    def near(x):
+        return ((c + 2) * x - (c + 3)) * x * x + 1
+
+    def far(x):
+        return ((c * x - 5 * c) * x + 8 * c) * x - 4 * c
+
+    for k, w in enumerate((far(t + 1), near(t), near(1 - t), far(2 - t))):
+        np.add.at(a, (dst, np.clip(i - 1 + k, 0, n_in - 1)), w)
+    return a
+
+
+def _upsample_backward(mode, d, align=True):
+    name = f"upsample_{mode}{d}d_backward"
+
+    def kernel(gy, output_size, input_size, *rest, **kw):
+        dtype, cdt = _compute_dtype(name, gy)
+        align_corners = rest[0] if align else False
+        scales = list(rest[1:] if align else rest)
+        scales += [kw.get(k) for k in ("scales_d", "scales_h", "scales_w", "scales") if k in kw]
+        scales = (scales + [None] * d)[:d]
+        g = _f(gy, cdt)
+        for axis, (n_in, n_out, scale) in enumerate(zip(input_size[-d:], output_size, scales,
+                                                        strict=True)):
+            a = _interpolation(mode, n_in, n_out, align_corners, scale, np.dtype(cdt))
+            axis += g.ndim - d
+            g = np.moveaxis(np.tensordot(g, a, axes=([axis], [0])), -1, axis)
+        return _out(g.reshape(input_size), dtype)
+
+    return kernel
+
+
 # --- normalization ------------------------------------------------------------------------
 
 
@@ -978,6 +1052,16 @@ KERNELS = {
     "adaptive_max_pool2d_backward": _adaptive_max_pool_backward(2),
     "adaptive_max_pool3d": _adaptive_max_pool(3),
     "adaptive_max_pool3d_backward": _adaptive_max_pool_backward(3),
+    "upsample_nearest1d_backward": _upsample_backward("nearest", 1, align=False),
+    "upsample_nearest2d_backward": _upsample_backward("nearest", 2, align=False),
+    "upsample_nearest3d_backward": _upsample_backward("nearest", 3, align=False),
+    "_upsample_nearest_exact1d_backward": _upsample_backward("nearest-exact", 1, align=False),
+    "_upsample_nearest_exact2d_backward": _upsample_backward("nearest-exact", 2, align=False),
+    "_upsample_nearest_exact3d_backward": _upsample_backward("nearest-exact", 3, align=False),
+    "upsample_linear1d_backward": _upsample_backward("linear", 1),
+    "upsample_bilinear2d_backward": _upsample_backward("linear", 2),
+    "upsample_trilinear3d_backward": _upsample_backward("linear", 3),
+    "upsample_bicubic2d_backward": _upsample_backward("cubic", 2),
     "native_batch_norm": _batch_norm("native_batch_norm"),
     "_native_batch_norm_legit": _batch_norm("_native_batch_norm_legit"),
     "_native_batch_norm_legit.no_stats": _native_batch_norm_legit_no_stats,
