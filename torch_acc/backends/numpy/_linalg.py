@@ -5,6 +5,8 @@ contiguous batch), and the LU/pivot/info outputs follow LAPACK's conventions (1-
 pivots) as PyTorch's do, since its backward formulas use them.
 """
 
+import functools
+
 import numpy as np
 import scipy.linalg
 import torch
@@ -190,10 +192,27 @@ def _det_of_lu(lu, piv):
     return diag, sign
 
 
+def _lu_of_contiguous_transposed(A):
+    """LU of A, of A^T where A is contiguous and real (as PyTorch: its backward knows)."""
+    return _lu_factor(np.swapaxes(A, -1, -2) if _use_A_T(A) else A)
+
+
+@functools.cache
+def _solve_factors_transpose() -> bool:
+    """Whether this PyTorch's CPU ``_linalg_solve_ex`` factors A^T of a contiguous A."""
+    A = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    lu = torch.ops.aten._linalg_solve_ex.default(A, A)[1]
+    return bool(torch.allclose(lu, torch.linalg.lu_factor(A.mT)[0]))
+
+
+def _use_A_T(A) -> bool:
+    return A.flags.c_contiguous and A.dtype.kind != "c"
+
+
 def _linalg_det(A):
     _check_float("linalg.det", A)
     _check_square("linalg.det", A)
-    lu, piv, _ = _lu_factor(A)
+    lu, piv, _ = _lu_of_contiguous_transposed(A)
     diag, sign = _det_of_lu(lu, piv)
     with np.errstate(all="ignore"):
         det = sign * np.prod(diag, axis=-1)
@@ -203,7 +222,7 @@ def _linalg_det(A):
 def _linalg_slogdet(A):
     _check_float("linalg.slogdet", A)
     _check_square("linalg.slogdet", A)
-    lu, piv, _ = _lu_factor(A)
+    lu, piv, _ = _lu_of_contiguous_transposed(A)
     diag, sign = _det_of_lu(lu, piv)
     with np.errstate(all="ignore"):
         absdiag = np.abs(diag)
@@ -242,9 +261,12 @@ def _linalg_solve_ex(A, B, *, left=True, check_errors=False):
     Bm = B[..., None] if vector else B
     if not left:
         Bm = np.swapaxes(Bm, -1, -2) if not vector else Bm
-    # PyTorch factors A^T when A is contiguous and real (its backward relies on that).
-    use_A_T = A.flags.c_contiguous and A.dtype.kind != "c"
-    lu, piv, info = _lu_factor(np.swapaxes(A, -1, -2) if use_A_T else A)
+    # PyTorch (up to some version) factors A^T when A is contiguous and real; its backward
+    # relies on the convention, so the LU returned here follows the running version's.
+    if _solve_factors_transpose():
+        lu, piv, info = _lu_of_contiguous_transposed(A)
+    else:
+        lu, piv, info = _lu_factor(A)
     if check_errors:
         _check_errors(info, "torch.linalg.solve_ex", is_matrix=A.ndim == 2)
     if left:
