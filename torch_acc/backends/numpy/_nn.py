@@ -1007,6 +1007,10 @@ def _softplus_backward(g, x, beta, threshold):
     return np.where(bx > threshold, g, g * z / (z + 1))
 
 
+def _shrink_backward(g, x, lambd):
+    return np.where((x >= -lambd) & (x <= lambd), np.zeros((), g.dtype), g)
+
+
 def _sigmoid_backward(gy, y):
     dtype, cdt = _compute_dtype("sigmoid_backward", y)
     g, yc = _f(gy, cdt), _f(y, cdt)
@@ -1093,6 +1097,8 @@ KERNELS = {
     "silu_backward": _activation_backward("silu_backward", _silu_backward),
     "softplus": _activation("softplus", _softplus),
     "softplus_backward": _activation_backward("softplus_backward", _softplus_backward),
+    "softshrink_backward": _activation_backward("softshrink_backward", _shrink_backward),
+    "hardshrink_backward": _activation_backward("hardshrink_backward", _shrink_backward),
     "sigmoid_backward": _sigmoid_backward,
     "tanh_backward": _tanh_backward,
 }
