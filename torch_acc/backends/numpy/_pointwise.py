@@ -18,7 +18,7 @@ import numpy as np
 import scipy.special as sp
 import torch
 
-from ._common import DEVICE, kind, np_dtype, NUMPY_TO_TORCH, result_type
+from ._common import copy_into, DEVICE, kind, np_dtype, NUMPY_TO_TORCH, result_type
 
 _ndarray = np.ndarray
 _BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -127,9 +127,10 @@ def _zero_division():
 # --- unary ----------------------------------------------------------------------------------
 
 
-def _float_unary(name, f, complex_ok=True):
-    """A floating-point function: bool and integer inputs give the default float dtype."""
-    ufunc = isinstance(f, np.ufunc)
+def _float_unary(name, f, complex_ok=True, ufunc=None):
+    """A floating-point function: bool and integer inputs give the default float dtype.
+    ``ufunc``: ``f`` is a NumPy ufunc (warnings come from this module's frame)."""
+    ufunc = isinstance(f, np.ufunc) if ufunc is None else ufunc
 
     def kernel(x):
         dt = x.dtype
@@ -194,6 +195,11 @@ def _bool_unary(name, f, ints, bools=None):
 
     kernel.__name__ = name
     return kernel
+
+
+def _sqrt(x):
+    # NumPy's float32 sqrt is several times slower when it allocates its own result.
+    return np.sqrt(x, out=np.empty_like(x))
 
 
 def _rsqrt(x):
@@ -947,12 +953,31 @@ def _addcdiv(x, t1, t2, *, value=1):
         return _finish(_cast(x, c) + _cast(value, c) * (_cast(t1, c) / _cast(t2, c)), dt)
 
 
-def _inplace(op):
-    def kernel(self, other, *, alpha=1):
-        value = op(self, other, alpha=alpha) if alpha != 1 else op(self, other)
-        np.copyto(self, value, casting="unsafe")
-        return self
+def _scalar_type(dtype: torch.dtype) -> str:
+    """PyTorch's C++ name of a dtype (``Float``, ``Long``), as its error messages use."""
+    return torch.empty((), dtype=dtype).type().removeprefix("torch.").removesuffix("Tensor")
 
+
+def _inplace(op, name):
+    """The in-place overload of ``op``: its result written into ``self``, which keeps its
+    dtype (a result PyTorch would not cast to it is an error, as on the CPU)."""
+
+    def kernel(self, *args, **kwargs):
+        value = op(self, *args, **kwargs)
+        dt = getattr(value, "dtype", None)
+        if dt is not None and dt != self.dtype:
+            have, want = NUMPY_TO_TORCH[np.dtype(dt)], NUMPY_TO_TORCH[self.dtype]
+            if not torch.can_cast(have, want):
+                raise RuntimeError(
+                    f"{name}: result type {_scalar_type(have)} can't be cast to the desired "
+                    f"output type {_scalar_type(want)}"
+                )
+        if type(self) is _ndarray and self.flags.writeable:
+            np.copyto(self, value, casting="unsafe")
+            return self
+        return copy_into(self, value)
+
+    kernel.__name__ = name
     return kernel
 
 
@@ -988,7 +1013,7 @@ def _unary_table():
         "log10": fu("log10", np.log10),
         "log1p": fu("log1p", np.log1p),
         "log2": fu("log2", np.log2),
-        "sqrt": fu("sqrt", np.sqrt),
+        "sqrt": fu("sqrt", _sqrt, ufunc=True),
         "rsqrt": fu("rsqrt", _rsqrt),
         "reciprocal": fu("reciprocal", np.reciprocal),
         "sigmoid": fu("sigmoid", _sigmoid),
@@ -1124,15 +1149,20 @@ def _binary_table():
 KERNELS = {
     "add.Tensor": _add,
     "add.Scalar": _add,
-    "add_.Tensor": _inplace(_add),
+    "add_.Tensor": _inplace(_add, "add_"),
     "sub.Tensor": _sub,
     "sub.Scalar": _sub,
-    "sub_.Tensor": _inplace(_sub),
+    "sub_.Tensor": _inplace(_sub, "sub_"),
     "rsub.Tensor": _rsub,
     "rsub.Scalar": _rsub,
     "mul.Tensor": _mul,
     "mul.Scalar": _mul,
-    "mul_.Tensor": _inplace(_mul),
+    "mul_.Tensor": _inplace(_mul, "mul_"),
+    "div_.Tensor": _inplace(_div, "div_"),
+    "lerp_.Scalar": _inplace(_lerp, "lerp_"),
+    "lerp_.Tensor": _inplace(_lerp, "lerp_"),
+    "addcmul_": _inplace(_addcmul, "addcmul_"),
+    "addcdiv_": _inplace(_addcdiv, "addcdiv_"),
     "div.Tensor": _div,
     "div.Scalar": _div,
     "div.Tensor_mode": _div_mode,
