@@ -716,6 +716,102 @@ def _embedding_renorm_(self, indices, max_norm, norm_type):
     return self
 
 
+def _bags(indices, offsets, include_last_offset):
+    """(number of bags, the bag of each index; -1 past the last bag)."""
+    n = indices.size
+    offsets = np.asarray(offsets, np.int64).reshape(-1)
+    starts = offsets[:-1] if include_last_offset else offsets
+    ends = offsets[1:] if include_last_offset else np.append(offsets[1:], n)
+    bags = len(starts)
+    offset2bag = np.full(n, -1, np.int64)
+    for b in range(bags):
+        offset2bag[starts[b]:min(ends[b], n)] = b
+    return bags, offset2bag
+
+
+def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                   per_sample_weights=None, include_last_offset=False, padding_idx=-1):
+    if weight.ndim != 2:
+        raise RuntimeError(f"embedding_bag: weight has to be a 2D Tensor, but got Tensor of "
+                           f"dimension {weight.ndim}")
+    indices = np.reshape(indices, -1)
+    _check_bounds(indices, weight.shape[0], 0, IndexError)
+    bags, offset2bag = _bags(indices, offsets, include_last_offset)
+    valid = (offset2bag >= 0) & (indices != padding_idx if padding_idx >= 0 else True)
+    rows = _work(weight)[indices]
+    if per_sample_weights is not None:
+        rows = rows * _work(per_sample_weights).reshape(-1, 1)
+    counts = np.bincount(offset2bag[valid], minlength=bags).astype(np.int64)
+    d = weight.shape[1]
+    if mode == 2:
+        out = np.zeros((bags, d), rows.dtype)
+        max_indices = np.zeros((bags, d), np.int64)
+        for b in range(bags):
+            sel = np.flatnonzero(valid & (offset2bag == b))
+            if sel.size:
+                arg = np.argmax(rows[sel], axis=0)
+                out[b] = rows[sel][arg, np.arange(d)]
+                max_indices[b] = indices[sel][arg]
+        bag_size = counts
+    else:
+        out = np.zeros((bags, d), rows.dtype)
+        np.add.at(out, offset2bag[valid], rows[valid])
+        if mode == 1:
+            out = out / np.maximum(counts, 1).reshape(-1, 1).astype(out.dtype)
+            bag_size, max_indices = counts, counts.copy()
+        else:
+            bag_size, max_indices = np.zeros(bags, np.int64), np.zeros(bags, np.int64)
+    return (out.astype(weight.dtype), np.where(offset2bag >= 0, offset2bag, 0), bag_size,
+            max_indices)
+
+
+def _embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices,
+                                  num_weights, scale_grad_by_freq, mode,
+                                  per_sample_weights=None, padding_idx=-1):
+    work = _work(grad)
+    out = np.zeros((num_weights, grad.shape[1]), work.dtype)
+    indices = np.reshape(indices, -1)
+    if mode == 2:
+        used = bag_size > 0
+        cols = np.broadcast_to(np.arange(grad.shape[1]), maximum_indices.shape)
+        np.add.at(out, (maximum_indices[used], cols[used]), work[used])
+        return out.astype(grad.dtype)
+    valid = indices != padding_idx if padding_idx >= 0 else np.ones(indices.size, bool)
+    g = work[offset2bag]
+    if mode == 1:
+        g = g / np.maximum(bag_size[offset2bag], 1).reshape(-1, 1).astype(g.dtype)
+    if per_sample_weights is not None:
+        g = g * _work(per_sample_weights).reshape(-1, 1)
+    if scale_grad_by_freq:
+        freq = np.bincount(indices, minlength=num_weights)
+        g = g / freq[indices].reshape(-1, 1).astype(g.dtype)
+    np.add.at(out, indices[valid], g[valid])
+    return out.astype(grad.dtype)
+
+
+def _embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices,
+                            num_weights, scale_grad_by_freq, mode, sparse,
+                            per_sample_weights=None, padding_idx=-1):
+    if sparse:
+        raise NotImplementedError(f"embedding_bag: sparse gradients are not supported on the "
+                                  f"{DEVICE} backend")
+    return _embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices,
+                                         num_weights, scale_grad_by_freq, mode,
+                                         per_sample_weights, padding_idx)
+
+
+def _embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, offset2bag, mode,
+                                               padding_idx=-1):
+    if mode != 0:
+        raise NotImplementedError("embedding_bag_backward: per_sample_weights only supported "
+                                  "for mode='sum'")
+    indices = np.reshape(indices, -1)
+    result = (_work(grad)[offset2bag] * _work(weight)[indices]).sum(axis=1)
+    if padding_idx >= 0:
+        result[indices == padding_idx] = 0
+    return result.astype(grad.dtype)
+
+
 def _repeat_interleave(repeats, *, output_size=None):
     if repeats.ndim != 1:
         raise RuntimeError("repeat_interleave only accept 1D vector as repeat")
@@ -770,4 +866,9 @@ KERNELS = {
     "unique_consecutive": _unique_consecutive,
     "repeat_interleave.Tensor": _repeat_interleave,
     "embedding_renorm_": _embedding_renorm_,
+    "_embedding_bag": _embedding_bag,
+    "_embedding_bag_forward_only": _embedding_bag,
+    "_embedding_bag_dense_backward": _embedding_bag_dense_backward,
+    "_embedding_bag_backward": _embedding_bag_backward,
+    "_embedding_bag_per_sample_weights_backward": _embedding_bag_per_sample_weights_backward,
 }
