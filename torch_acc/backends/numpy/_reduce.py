@@ -594,6 +594,9 @@ def _bmm(a, b):
 
 def _scaled_add(op: str, self, product, beta, alpha, dtype):
     """``beta * self + alpha * product`` (``self`` is ignored, NaN and all, when beta is 0)."""
+    if np.dtype(dtype).kind in "iu":
+        # PyTorch converts the scalars to the integer type (0.2 becomes 0).
+        alpha, beta = int(alpha), int(beta)
     with np.errstate(all="ignore"):
         prod = product if alpha == 1 else product * alpha
         if beta == 0:
