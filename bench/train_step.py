@@ -58,6 +58,19 @@ def make_step(device: str, model: nn.Module, x: torch.Tensor, y: torch.Tensor):
         opt.step()
         return loss
 
+    def phases():
+        """The same step, timed in phases (perf_counter_ns at each boundary)."""
+        t0 = time.perf_counter_ns()
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        t1 = time.perf_counter_ns()
+        loss.backward()
+        t2 = time.perf_counter_ns()
+        opt.step()
+        t3 = time.perf_counter_ns()
+        return t1 - t0, t2 - t1, t3 - t2
+
+    step.phases = phases
     return step
 
 
@@ -115,6 +128,18 @@ def main(argv=None) -> int:
     print()
     print(f"{device}/cpu: {ratio:.2f}x  (target <= {TARGET}x: "
           f"{'pass' if ratio <= TARGET else 'MISS'}); fastest loops: {best_ratio:.2f}x")
+
+    # Where a step's time goes: the median of each phase over as many steps again.
+    split: dict[str, list[tuple[int, ...]]] = {dev: [] for dev in steps}
+    for _ in range(args.rounds):
+        for dev, step in steps.items():
+            split[dev].extend(step.phases() for _ in range(args.steps))
+    print()
+    print(f"{'phase (median us)':<26}" + "".join(f"{dev:>9}" for dev in steps) + "    ratio")
+    for k, phase in enumerate(("zero_grad+forward+loss", "backward", "optimizer step")):
+        med = {dev: statistics.median(t[k] for t in split[dev]) / 1e3 for dev in steps}
+        print(f"{phase:<26}" + "".join(f"{med[dev]:>9.1f}" for dev in steps)
+              + f"{med[device] / med['cpu']:>8.2f}x")
 
     if args.profile:
         from torch.profiler import profile, ProfilerActivity
