@@ -21,11 +21,12 @@ import sys
 
 import torch
 from torch import nn
+from tqdm import tqdm
 
 from torch_acc.backends import numpy as npy_backend
 
-__all__ = ["RTOL", "ATOL", "Result", "make_blobs", "make_images", "mlp", "cnn", "train",
-           "main"]
+__all__ = ["RTOL", "ATOL", "Result", "make_blobs", "make_images", "mlp", "cnn",
+           "steps_per_epoch", "train", "main"]
 
 #: How far a loss on ``npy`` may be from CPU's, at every step: float32 rounding, grown over
 #: a few dozen steps of training.
@@ -107,17 +108,22 @@ class Result:
 
 
 _SETUPS = {
-    # name: (data, model, optimizer, learning rate, batch size)
-    "mlp": (make_blobs, mlp, torch.optim.SGD, 0.05, 64),
-    "cnn": (make_images, cnn, torch.optim.Adam, 0.01, 32),
+    # name: (data, samples, model, optimizer, learning rate, batch size)
+    "mlp": (make_blobs, 512, mlp, torch.optim.SGD, 0.05, 64),
+    "cnn": (make_images, 256, cnn, torch.optim.Adam, 0.01, 32),
 }
+
+
+def steps_per_epoch(name: str) -> int:
+    _, samples, _, _, _, batch = _SETUPS[name]
+    return (samples + batch - 1) // batch
 
 
 def train(name: str, device: str, epochs: int, seed: int = 0, progress=None) -> Result:
     """Train model ``name`` on ``device`` and on CPU, step by step from the same start."""
-    make_data, make_model, optimizer, lr, batch = _SETUPS[name]
+    make_data, samples, make_model, optimizer, lr, batch = _SETUPS[name]
     gen = torch.Generator().manual_seed(seed)
-    x, y = make_data(gen)
+    x, y = make_data(gen, samples)
     torch.manual_seed(seed)
     model = make_model()
     devices = (device, "cpu")
@@ -127,7 +133,7 @@ def train(name: str, device: str, epochs: int, seed: int = 0, progress=None) -> 
         runs[dev] = (m, optimizer(m.parameters(), lr=lr))
     loss_fn = nn.CrossEntropyLoss()
     losses: dict[str, list[float]] = {dev: [] for dev in devices}
-    steps = (len(x) + batch - 1) // batch
+    steps = steps_per_epoch(name)
     for _ in range(epochs):
         order = torch.randperm(len(x), generator=gen)
         for step in range(steps):
@@ -186,17 +192,16 @@ def main(argv=None) -> int:
     names = MODELS if args.model == "both" else (args.model,)
     results = []
     for name in names:
-        from tqdm import tqdm
-
-        steps = args.epochs * ((512 if name == "mlp" else 256) // _SETUPS[name][4])
-        with tqdm(total=steps, desc=f"{name} on {device} and cpu", unit="step",
-                  file=sys.stderr, disable=args.no_progress, leave=False) as bar:
+        with tqdm(total=args.epochs * steps_per_epoch(name), unit="step",
+                  desc=f"{name} on {device} and cpu", file=sys.stderr,
+                  disable=args.no_progress, leave=False) as bar:
             results.append(train(name, device, args.epochs, args.seed, bar))
 
     ok = True
     for result in results:
-        optimizer = _SETUPS[result.name][2].__name__
-        print(f"{result.name}: {args.epochs} epochs of {result.steps_per_epoch} steps, "
+        optimizer = _SETUPS[result.name][3].__name__
+        epochs = f"{args.epochs} epoch" + ("s" if args.epochs != 1 else "")
+        print(f"{result.name}: {epochs} of {result.steps_per_epoch} steps, "
               f"{optimizer}, cross-entropy")
         print(f"{'epoch':>5}  {device + ' loss':>12}  {'cpu loss':>12}  {'difference':>10}")
         for epoch, (a, b) in enumerate(zip(result.epoch_losses(device),
