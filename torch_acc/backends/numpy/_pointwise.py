@@ -435,7 +435,16 @@ def _operands(a, b, *, to_float=False):
     return _cast(a, c), _cast(b, c), dt
 
 
+def _is_bool(x) -> bool:
+    return isinstance(x, bool) or getattr(x, "dtype", None) == _BOOL
+
+
 def _arith(uf, a, b, alpha=1):
+    if uf is np.subtract and (_is_bool(a) or _is_bool(b)):
+        raise RuntimeError(
+            "Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+            "trying to invert a mask, use the `~` or `logical_not()` operator instead."
+        )
     dt = result_type(kind(a), kind(b))
     c = _compute(dt)
     a, b = _cast(a, c), _cast(b, c)
@@ -447,11 +456,6 @@ def _arith(uf, a, b, alpha=1):
                     "number."
                 )
             b = b * _cast(alpha, c)
-        if dt.kind == "b" and uf is np.subtract:
-            raise RuntimeError(
-                "Subtraction, the `-` operator, with two bool tensors is not supported. "
-                "Use the `^` or `logical_xor()` operator instead."
-            )
         return _finish(uf(a, b), dt)
 
 
@@ -924,6 +928,11 @@ def _clamp_max(x, max):
 
 
 def _lerp(x, end, weight):
+    for other, what in ((end, "end"), (weight, "weight")):
+        if isinstance(other, np.ndarray) and other.dtype != x.dtype:
+            raise RuntimeError(
+                f"lerp: expected dtype {_scalar_type(NUMPY_TO_TORCH[x.dtype])} for `{what}`, "
+                f"but got dtype {_scalar_type(NUMPY_TO_TORCH[other.dtype])}")
     dt = _result_type_n(kind(x), kind(end), kind(weight))
     c = _compute(dt)
     a, b, w = _cast(x, c), _cast(end, c), _cast(weight, c)
