@@ -682,7 +682,6 @@ KERNELS = {
     "_linalg_eigh": _linalg_eigh,
     "linalg_eig": _linalg_eig,
     "_linalg_eigvals": _linalg_eigvals,
-    "linalg_eigvals": _linalg_eigvals,
     "cholesky": _cholesky,
     "_linalg_svd": _linalg_svd,
     "linalg_householder_product": _linalg_householder_product,

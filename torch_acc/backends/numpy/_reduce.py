@@ -62,6 +62,15 @@ def _up(a):
     return a.astype(np.float32) if a.dtype in _LOW else a
 
 
+def _wide(dtype: np.dtype) -> np.dtype:
+    """The accumulation dtype of PyTorch's CPU scans: double for floats."""
+    if dtype.kind == "f":
+        return np.dtype(np.float64)
+    if dtype.kind == "c":
+        return np.dtype(np.complex128)
+    return dtype
+
+
 def _out(value, dtype) -> np.ndarray:
     """``value`` as a C-contiguous array of ``dtype`` (0-d stays 0-d)."""
     value = np.asarray(value).astype(dtype, copy=False)
@@ -363,7 +372,8 @@ def _scan(op: str, f):
         if axis is None:
             return _out(a.copy(), out)
         with np.errstate(all="ignore"):
-            return _out(f(a, axis=axis), out)
+            # PyTorch's CPU scans accumulate floats in double.
+            return _out(f(a, axis=axis, dtype=_wide(a.dtype)), out)
 
     return kernel
 
@@ -391,6 +401,21 @@ def _cum_extreme(op: str, ufunc):
     return kernel
 
 
+def _complex_logcumsumexp(a):
+    """logcumsumexp along the first axis of a complex array, without overflow."""
+    out = np.empty_like(a)
+    acc = a[0]
+    out[0] = acc
+    for i in range(1, a.shape[0]):
+        x = a[i]
+        hi = np.where(acc.real >= x.real, acc, x)
+        lo = np.where(acc.real >= x.real, x, acc)
+        finite = np.isfinite(hi.real)
+        acc = np.where(finite, hi + np.log1p(np.exp(lo - np.where(finite, hi, 0))), hi)
+        out[i] = acc
+    return out
+
+
 def _logcumsumexp(self, dim):
     axis = _axis("logcumsumexp", self, dim)
     a = _up(self)
@@ -398,9 +423,11 @@ def _logcumsumexp(self, dim):
         return _out(a.copy(), self.dtype)
     with np.errstate(all="ignore"):
         if a.dtype.kind == "c":
-            value = np.log(np.cumsum(np.exp(a.astype(np.complex128)), axis=axis))
+            value = _complex_logcumsumexp(np.moveaxis(a, axis, 0))
+            value = np.moveaxis(value, 0, axis)
         else:
-            value = np.logaddexp.accumulate(a, axis=axis)
+            # PyTorch's CPU scans accumulate floats in double.
+            value = np.logaddexp.accumulate(a.astype(np.float64), axis=axis)
     return _out(value, self.dtype)
 
 
@@ -716,6 +743,34 @@ def _cdist_forward(x1, x2, p, compute_mode=None):
     return _out(value, dtype)
 
 
+def _cdist_backward(grad, x1, x2, p, cdist):
+    a, b, g, dist = _up(x1), _up(x2), _up(grad), _up(cdist)
+    diff = a[..., :, None, :] - b[..., None, :, :]
+    d = dist[..., None]
+    with np.errstate(all="ignore"):
+        if p == 0:
+            term = np.zeros_like(diff)
+        elif p == 1:
+            term = np.sign(diff)
+        elif p == 2:
+            term = np.where(d == 0, 0, diff / d)
+        elif p == np.inf:
+            term = np.sign(diff) * (np.abs(diff) == d)
+        else:
+            term = diff * np.abs(diff) ** (p - 2) / d ** (p - 1)
+            term = np.where(d == 0, 0, term)
+            if p < 1:
+                term = np.where(diff == 0, 0, term)
+    value = np.sum(g[..., None] * term, axis=-2)
+    extra = value.ndim - x1.ndim
+    if extra > 0:
+        value = np.sum(value, axis=tuple(range(extra)))
+    keep = tuple(i for i, n in enumerate(x1.shape) if n == 1 and value.shape[i] != 1)
+    if keep:
+        value = np.sum(value, axis=keep, keepdims=True)
+    return _out(value, x1.dtype)
+
+
 KERNELS = {
     "sum": _sum_default,
     "sum.dim_IntList": _sum,
@@ -767,6 +822,7 @@ KERNELS = {
     "mv": _mv,
     "trace": _trace,
     "_cdist_forward": _cdist_forward,
+    "_cdist_backward": _cdist_backward,
 }
 
 _any = _logical("any", np.any)
