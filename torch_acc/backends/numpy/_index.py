@@ -115,10 +115,8 @@ def _put_at(out, key, values, accumulate):
     if not accumulate:
         out[key] = values
         return out
-    work = _work(out)
-    np.add.at(work, key, np.asarray(values, work.dtype))
-    if work is not out:
-        out[...] = work
+    # In the tensor's own dtype, each addition rounded, as the CPU kernel adds.
+    np.add.at(out, key, np.asarray(values, out.dtype))
     return out
 
 
@@ -231,7 +229,7 @@ def _identity(reduce, dtype):
         return 0
     if reduce == "prod":
         return 1
-    if dtype.kind == "f":
+    if dtype.kind == "f" or dtype == _BF16:
         return -np.inf if reduce == "amax" else np.inf
     if dtype.kind == "b":
         return reduce != "amax"
@@ -246,9 +244,7 @@ def _reduce_at(out, key, src, reduce, include_self=True):
         raise RuntimeError(
             f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}"
         )
-    work = _work(out)
-    if work is out:
-        work = out.copy() if not out.flags.writeable else out
+    work = out if out.flags.writeable else out.copy()  # in the dtype itself, as on CPU
     src = np.asarray(src, work.dtype)
     if not include_self:
         work[key] = _identity(reduce, work.dtype)
@@ -257,7 +253,7 @@ def _reduce_at(out, key, src, reduce, include_self=True):
         count = np.full(work.shape, 1 if include_self else 0, np.int64)
         np.add.at(count, key, 1)
         count[count == 0] = 1
-        if work.dtype.kind in "fc":
+        if work.dtype.kind in "fc" or work.dtype == _BF16:
             work = work / count.astype(work.dtype)
         else:
             work = np.floor_divide(work, count.astype(work.dtype))
@@ -504,10 +500,11 @@ def _histc(self, bins=100, min=0, max=0):
         )
     if bins <= 0:
         raise RuntimeError(f"torch.histc(): bins must be > 0, but got {bins} for dimension 0")
-    x = self.astype(np.float32) if self.dtype == _BF16 else self
+    x = self  # bfloat16 too: the CPU kernel computes the bin in the input's dtype
     lo, hi = float(min), float(max)
     if lo == hi and x.size:
-        finite = x[~np.isnan(x)]
+        finite = _as_sortable(x)
+        finite = finite[~np.isnan(finite)]
         if finite.size:
             lo, hi = float(finite.min()), float(finite.max())
     if lo == hi:
@@ -518,7 +515,9 @@ def _histc(self, bins=100, min=0, max=0):
         )
     if not (np.isfinite(lo) and np.isfinite(hi)):
         raise RuntimeError(f"torch.histc: range of [{lo}, {hi}] is not finite")
-    edges = torch.linspace(lo, hi, bins + 1, dtype=NUMPY_TO_TORCH[x.dtype]).numpy()
+    edges = torch.linspace(lo, hi, bins + 1, dtype=NUMPY_TO_TORCH[x.dtype])
+    edges = (edges.view(torch.int16).numpy().view(_BF16) if x.dtype == _BF16 else
+             edges.numpy())
     lo_e, hi_e = edges[0], edges[-1]
     v = x.reshape(-1)
     v = v[(v >= lo_e) & (v <= hi_e)]

@@ -71,8 +71,8 @@ def _linspace_out(start, end, steps, *, out):
     if dtype.kind in "iub":
         a, b = float(int(start)), float(int(end))
         compute = np.float64
-    else:
-        compute = np.dtype(np.float32 if dtype.itemsize <= 4 and dtype.kind == "f" else dtype)
+    else:  # in the dtype itself, each operation rounded (float16 and bfloat16 too)
+        compute = dtype
         a, b = np.asarray(start).astype(compute), np.asarray(end).astype(compute)
     if steps == 1:
         return np.full((1,), start).astype(dtype)
