@@ -352,33 +352,59 @@ def _cholesky_inverse(self, upper=False):
     return _fmat(_solve(A, eye), self.dtype)
 
 
-def _triangle(A, upper: bool, unitriangular: bool):
-    T = np.triu(A) if upper else np.tril(A)
-    if unitriangular:
-        n = min(A.shape[-2:])
-        T = T.copy()
-        T[..., np.arange(n), np.arange(n)] = 1
-    return T
+def _tri_solve(A, B, *, upper: bool, trans: bool = False, unitriangular: bool = False):
+    """``op(T) X = B`` for the triangle T of A (LAPACK trtrs, as PyTorch), broadcast batches.
+
+    A singular triangle gives inf/nan, not an error.
+    """
+    dtype = np.result_type(A.dtype, B.dtype)
+    batch = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    As = _flat(A.astype(dtype, copy=False), batch, A.shape[-2:])
+    Bs = _flat(B.astype(dtype, copy=False), batch, B.shape[-2:])
+    out = np.empty(Bs.shape, dtype)
+    with np.errstate(all="ignore"):
+        for i in range(Bs.shape[0]):
+            if Bs[i].size == 0:
+                continue
+            try:
+                out[i] = scipy.linalg.solve_triangular(
+                    As[i],
+                    Bs[i],
+                    trans=1 if trans else 0,
+                    lower=not upper,
+                    unit_diagonal=unitriangular,
+                    check_finite=False,
+                )
+            except np.linalg.LinAlgError:
+                T = np.triu(As[i]) if upper else np.tril(As[i])
+                if trans:
+                    T = T.T
+                out[i] = np.full(Bs[i].shape, np.nan, dtype)
+                out[i] = np.linalg.lstsq(T, Bs[i], rcond=None)[0] * np.inf
+    return out.reshape(batch + B.shape[-2:])
 
 
 def _linalg_solve_triangular(A, B, *, upper, left=True, unitriangular=False):
     _check_float("linalg.solve_triangular", A, B)
     dtype = result_type(kind(A), kind(B))
-    T = _triangle(A, upper, unitriangular).astype(dtype, copy=False)
-    B = B.astype(dtype, copy=False)
+    A, B = A.astype(dtype, copy=False), B.astype(dtype, copy=False)
     if left:
-        X = _solve(T, B)
+        X = _tri_solve(A, B, upper=upper, unitriangular=unitriangular)
     else:
-        X = np.swapaxes(_solve(np.swapaxes(T, -1, -2), np.swapaxes(B, -1, -2)), -1, -2)
+        # X A = B  <=>  A^T X^T = B^T
+        X = np.swapaxes(
+            _tri_solve(
+                A, np.swapaxes(B, -1, -2), upper=upper, trans=True, unitriangular=unitriangular
+            ),
+            -1,
+            -2,
+        )
     return _fmat(X, dtype)
 
 
 def _triangular_solve(self, A, upper=True, transpose=False, unitriangular=False):
     _check_float("triangular_solve", self, A)
-    T = _triangle(A, upper, unitriangular)
-    if transpose:
-        T = np.swapaxes(T, -1, -2)
-    X = _solve(T, self)
+    X = _tri_solve(A, self, upper=upper, trans=transpose, unitriangular=unitriangular)
     batch = np.broadcast_shapes(self.shape[:-2], A.shape[:-2])
     return (
         _fmat(X, self.dtype),
