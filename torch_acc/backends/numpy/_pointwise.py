@@ -990,6 +990,27 @@ def _inplace(op, name):
     return kernel
 
 
+def _fast_inplace(uf, op, name):
+    """``add_``/``sub_``/``mul_``/``div_``: a float or complex ``self`` and ``other`` of its
+    dtype computed straight into ``self`` (the optimizers' hot path); the rest through
+    :func:`_inplace`."""
+    slow = _inplace(op, name)
+
+    def kernel(self, other, alpha=1):
+        dt = self.dtype
+        if (type(self) is _ndarray and type(other) is _ndarray and other.dtype is dt
+                and (dt.kind == "f" and dt.itemsize >= 4 or dt.kind == "c")
+                and self.flags.writeable and other.shape == self.shape):
+            if alpha != 1:
+                other = np.multiply(other, alpha, dtype=dt)
+            uf(self, other, out=self)
+            return self
+        return slow(self, other, alpha=alpha) if alpha != 1 else slow(self, other)
+
+    kernel.__name__ = name
+    return kernel
+
+
 def _fill(self, value):
     self[...] = value
     return self
@@ -1158,16 +1179,16 @@ def _binary_table():
 KERNELS = {
     "add.Tensor": _add,
     "add.Scalar": _add,
-    "add_.Tensor": _inplace(_add, "add_"),
+    "add_.Tensor": _fast_inplace(np.add, _add, "add_"),
     "sub.Tensor": _sub,
     "sub.Scalar": _sub,
-    "sub_.Tensor": _inplace(_sub, "sub_"),
+    "sub_.Tensor": _fast_inplace(np.subtract, _sub, "sub_"),
     "rsub.Tensor": _rsub,
     "rsub.Scalar": _rsub,
     "mul.Tensor": _mul,
     "mul.Scalar": _mul,
-    "mul_.Tensor": _inplace(_mul, "mul_"),
-    "div_.Tensor": _inplace(_div, "div_"),
+    "mul_.Tensor": _fast_inplace(np.multiply, _mul, "mul_"),
+    "div_.Tensor": _fast_inplace(np.true_divide, _div, "div_"),
     "lerp_.Scalar": _inplace(_lerp, "lerp_"),
     "lerp_.Tensor": _inplace(_lerp, "lerp_"),
     "addcmul_": _inplace(_addcmul, "addcmul_"),
