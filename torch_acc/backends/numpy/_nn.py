@@ -407,6 +407,30 @@ def _avg_pool_backward(d):
     return kernel
 
 
+def _max_unpool(d):
+    name = f"max_unpool{d}d"
+
+    def kernel(x, indices, output_size, stride=None, padding=None):
+        dtype, cdt = _compute_dtype(name, x)
+        out = tuple(output_size)
+        if x.shape != indices.shape or x.ndim not in (d + 1, d + 2):
+            raise RuntimeError(f"{name}: expected input and indices of one shape, {d + 1}-d "
+                               f"or {d + 2}-d, but got {list(x.shape)} and "
+                               f"{list(indices.shape)}")
+        plane = math.prod(out)
+        b = math.prod(x.shape[:-d])
+        idx = indices.reshape(b, -1)
+        if idx.size and (idx.min() < 0 or idx.max() >= plane):
+            bad = idx[(idx < 0) | (idx >= plane)].flat[0]
+            raise RuntimeError(f"{name}: Found an invalid max index: {bad} (output volumes "
+                               f"are of size {'x'.join(map(str, out))})")
+        y = np.zeros((b, plane), x.dtype)
+        np.put_along_axis(y, idx, x.reshape(b, -1), axis=1)
+        return _like(_out(y.reshape(*x.shape[:-d], *out), dtype), x)
+
+    return kernel
+
+
 def _adaptive_bounds(i, o):
     return [((j * i) // o, -((-(j + 1) * i) // o)) for j in range(o)]
 
@@ -1116,6 +1140,8 @@ KERNELS = {
     "upsample_bilinear2d_backward": _upsample_backward("linear", 2),
     "upsample_trilinear3d_backward": _upsample_backward("linear", 3),
     "upsample_bicubic2d_backward": _upsample_backward("cubic", 2),
+    "max_unpool2d": _max_unpool(2),
+    "max_unpool3d": _max_unpool(3),
     "native_batch_norm": _batch_norm("native_batch_norm"),
     "_native_batch_norm_legit": _batch_norm("_native_batch_norm_legit"),
     "_native_batch_norm_legit.no_stats": _native_batch_norm_legit_no_stats,
