@@ -374,6 +374,13 @@ def _logit_steps(v, r, eps=None):
     return np.log(r(v / r(1 - v)))
 
 
+def _log_ndtr(v):
+    # PyTorch's formula (closer to its float32 results than scipy.special.log_ndtr).
+    t = v * np.asarray(math.sqrt(0.5), v.dtype)
+    two = np.asarray(2, v.dtype)
+    return np.where(v < -1, np.log(sp.erfcx(-t) / two) - t * t, np.log1p(-sp.erfc(t) / two))
+
+
 def _polygamma(n, x):
     def f(v):
         if n == 0:
@@ -1060,7 +1067,7 @@ def _unary_table():
         "special_i1": _special("special_i1", sp.i1),
         "special_i1e": _special("special_i1e", sp.i1e),
         "special_ndtri": _special("special_ndtri", sp.ndtri),
-        "special_log_ndtr": _special("special_log_ndtr", sp.log_ndtr),
+        "special_log_ndtr": _special("special_log_ndtr", _log_ndtr),
         "special_erfcx": _special("special_erfcx", sp.erfcx),
         "special_entr": _special("special_entr", sp.entr),
         "special_bessel_j0": _special("special_bessel_j0", sp.j0),
