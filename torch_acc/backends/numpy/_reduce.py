@@ -771,6 +771,11 @@ def _cdist_backward(grad, x1, x2, p, cdist):
     return _out(value, x1.dtype)
 
 
+def _equal(self, other):
+    """``torch.equal``: same shape and the same values (a Python bool)."""
+    return bool(self.shape == other.shape and np.array_equal(self, other))
+
+
 KERNELS = {
     "sum": _sum_default,
     "sum.dim_IntList": _sum,
@@ -823,6 +828,7 @@ KERNELS = {
     "trace": _trace,
     "_cdist_forward": _cdist_forward,
     "_cdist_backward": _cdist_backward,
+    "equal": _equal,
 }
 
 _any = _logical("any", np.any)
