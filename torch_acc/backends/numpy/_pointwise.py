@@ -462,7 +462,8 @@ def _arith(uf, a, b, alpha=1):
                     "For integral input tensors, argument alpha must not be a floating point "
                     "number."
                 )
-            b = b * _cast(alpha, c)
+            # PyTorch casts alpha to the tensors' dtype (float16 0.3 is 0.2998...).
+            b = b * _cast(_cast(alpha, dt) if dt != c else alpha, c)
         return _finish(uf(a, b), dt)
 
 
