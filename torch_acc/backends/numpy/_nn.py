@@ -712,8 +712,15 @@ def _native_layer_norm_backward(gy, x, normalized_shape, mean, rstd, weight, bia
         if n == 0:
             gx = np.zeros(x.shape, cdt)
         else:
-            gx = (gxhat - gxhat.mean(axis=axes, keepdims=True)
-                  - xhat * (gxhat * xhat).mean(axis=axes, keepdims=True)) * _f(rstd, cdt)
+            # CPU's algebra and order (layer_norm_kernel.cpp), so that rounding matches too.
+            a, m = _f(rstd, cdt), _f(mean, cdt)
+            scale = np.asarray(1, cdt) / np.asarray(n, cdt)
+            ds = (gxhat * xc).sum(axis=axes, keepdims=True)
+            db = gxhat.sum(axis=axes, keepdims=True)
+            b = (db * m - ds) * a * a * a * scale
+            c = -b * m - db * a * scale
+            gx = a * g if weight is None else a * g * _f(weight, cdt)
+            gx = gx + b * xc + c
         gx = _out(gx, dtype)
     if output_mask[1] and weight is not None:
         gw = _out((g * xhat).sum(axis=lead), weight.dtype)
