@@ -25,6 +25,12 @@ def _complex_of(op: str, a) -> np.dtype:
     )
 
 
+def _wide(a):
+    """``a`` in double precision: NumPy's single-precision FFT rounds differently from
+    PyTorch's (MKL), double then rounded back agrees closer."""
+    return a.astype(np.complex128 if a.dtype.kind == "c" else np.float64, copy=False)
+
+
 def _scale(value, normalization: int, n: int):
     if normalization == 1:
         return value / math.sqrt(n) if n else value
@@ -115,9 +121,9 @@ def _fft_c2c(self, dim, normalization, forward):
     n = math.prod(self.shape[d] for d in axes)
     # norm="backward" is unscaled forward; norm="forward" is the unscaled inverse.
     if forward:
-        value = np.fft.fftn(self, axes=axes, norm="backward")
+        value = np.fft.fftn(_wide(self), axes=axes, norm="backward")
     else:
-        value = np.fft.ifftn(self, axes=axes, norm="forward")
+        value = np.fft.ifftn(_wide(self), axes=axes, norm="forward")
     strides = _layout(_elem_strides(self), self.shape, _sort_dims(_elem_strides(self), axes))
     return _strided(_scale(value, normalization, n), dtype, strides)
 
@@ -127,9 +133,9 @@ def _fft_r2c(self, dim, normalization, onesided):
     axes = _axes(self, dim)
     n = math.prod(self.shape[d] for d in axes)
     if onesided:
-        value = np.fft.rfftn(self, axes=axes, norm="backward")
+        value = np.fft.rfftn(_wide(self), axes=axes, norm="backward")
     else:
-        value = np.fft.fftn(self, axes=axes, norm="backward")
+        value = np.fft.fftn(_wide(self), axes=axes, norm="backward")
     in_strides = _elem_strides(self)
     strides = _layout(in_strides, value.shape, _sort_dims(in_strides, axes, exclude_last=True))
     return _strided(_scale(value, normalization, n), dtype, strides)
@@ -144,7 +150,7 @@ def _fft_c2r(self, dim, normalization, last_dim_size):
         # As PyTorch: a C2C inverse over the other dims, then a 1-D C2R transform.
         a = _fft_c2c(self, axes[:-1], normalization, False)
     last = axes[-1]
-    value = np.fft.irfft(a, n=last_dim_size, axis=last, norm="forward")
+    value = np.fft.irfft(_wide(a), n=last_dim_size, axis=last, norm="forward")
     strides = _layout(_elem_strides(a), value.shape, [last])
     return _strided(_scale(value, normalization, last_dim_size), real, strides)
 
