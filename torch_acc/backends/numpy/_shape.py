@@ -129,7 +129,20 @@ def _cat(tensors, dim=0):
                     f"{kept[0].shape[d]} but got size {t.shape[d]} for tensor number {i} in "
                     "the list."
                 )
+    perm = _CHANNELS_LAST.get(ndim)
+    if perm and all(_is_channels_last(t, perm) for t in kept):
+        # All inputs channels-last: so is the result, as on CPU.
+        out = np.concatenate([t.transpose(perm) for t in kept], axis=perm.index(dim % ndim),
+                             dtype=dtype, casting="unsafe")
+        return out.transpose(np.argsort(perm))
     return np.concatenate(kept, axis=dim, dtype=dtype, casting="unsafe")
+
+
+_CHANNELS_LAST = {4: (0, 2, 3, 1), 5: (0, 2, 3, 4, 1)}
+
+
+def _is_channels_last(t, perm):
+    return not t.flags.c_contiguous and t.transpose(perm).flags.c_contiguous
 
 
 def _flip(self, dims):
