@@ -921,6 +921,52 @@ def _nll_loss_backward(op):
     return kernel
 
 
+def _per_sample_grad(gy, reduction, n, cdt):
+    """The gradient of each sample's loss, shaped (n, 1), from the reduced one's."""
+    g = _f(np.asarray(gy), cdt)
+    if reduction == 0:
+        return g.reshape(n, 1)
+    return np.full((n, 1), g / n if reduction == 1 else g, cdt)
+
+
+def _multi_margin_loss_backward(gy, x, target, p, margin, weight=None, reduction=1):
+    dtype, cdt = _compute_dtype("multi_margin_loss_backward", x)
+    xc = _f(x, cdt).reshape(-1, x.shape[-1]) if x.ndim else _f(x, cdt).reshape(1, 1)
+    n, c = xc.shape
+    t = np.asarray(target).reshape(n)
+    rows = np.arange(n)
+    z = margin - xc[rows, t][:, None] + xc
+    z[rows, t] = 0
+    active = z > 0
+    d = (active if p == 1 else 2 * z * active).astype(cdt) / c
+    if weight is not None:
+        d *= _f(weight, cdt)[t][:, None]
+    d *= _per_sample_grad(gy, reduction, n, cdt)
+    gx = d
+    gx[rows, t] = -d.sum(axis=1)
+    return _out(gx.reshape(x.shape), dtype)
+
+
+def _multilabel_margin_loss_backward(gy, x, target, reduction, is_target):
+    dtype, cdt = _compute_dtype("multilabel_margin_loss_backward", x)
+    xc = _f(x, cdt).reshape(-1, x.shape[-1]) if x.ndim else _f(x, cdt).reshape(1, 1)
+    n, c = xc.shape
+    t = np.asarray(target).reshape(n, c)
+    is_t = np.asarray(is_target).reshape(n, c) != 0
+    g = _per_sample_grad(gy, reduction, n, cdt)
+    gx = np.zeros((n, c), cdt)
+    for row in range(n):
+        labels = t[row]
+        stop = np.flatnonzero(labels < 0)
+        labels = labels[:stop[0] if stop.size else c]
+        others = ~is_t[row]
+        for y in labels:
+            active = ((1 - xc[row, y] + xc[row]) > 0) & others
+            gx[row] += active * (g[row, 0] / c)
+            gx[row, y] -= active.sum() * (g[row, 0] / c)
+    return _out(gx.reshape(x.shape), dtype)
+
+
 def _mse_loss(x, target, reduction=1):
     dtype, cdt = _compute_dtype("mse_loss", x)
     loss = np.square(_f(x, cdt) - _f(target, cdt))
@@ -1166,6 +1212,8 @@ KERNELS = {
     "nll_loss_backward": _nll_loss_backward("nll_loss_backward"),
     "nll_loss2d_forward": _nll_loss_forward("nll_loss2d_forward"),
     "nll_loss2d_backward": _nll_loss_backward("nll_loss2d_backward"),
+    "multi_margin_loss_backward": _multi_margin_loss_backward,
+    "multilabel_margin_loss_backward": _multilabel_margin_loss_backward,
     "mse_loss": _mse_loss,
     "mse_loss_backward": _mse_loss_backward,
     "gelu": _activation("gelu", _gelu),
