@@ -640,6 +640,30 @@ def _scaled_add(op: str, self, product, beta, alpha, dtype):
 
 
 def _addmm(self, mat1, mat2, *, beta=1, alpha=1):
+    if mat1.ndim != 2 or mat2.ndim != 2 or mat1.shape[1] != mat2.shape[0]:
+        raise RuntimeError(
+            f"addmm: mat1 and mat2 shapes cannot be multiplied ({list(mat1.shape)} and "
+            f"{list(mat2.shape)})"
+        )
+    if (
+        beta == 1
+        and alpha == 1
+        and mat1.dtype is _F32
+        and mat2.dtype is _F32
+        and type(self) is np.ndarray
+        and self.dtype is _F32
+        and self.ndim <= 2
+    ):
+        # The fast path of nn.Linear: one product, the bias added in place.
+        out = np.matmul(mat1, mat2)
+        try:
+            np.add(out, self, out=out)
+        except ValueError:
+            raise RuntimeError(
+                f"addmm: the input of shape {list(self.shape)} does not broadcast to "
+                f"{list(out.shape)}"
+            ) from None
+        return out
     dtype = _check_mm("addmm", mat1, mat2)
     return _scaled_add("addmm", self, _matmul(mat1, mat2), beta, alpha, dtype)
 
