@@ -985,56 +985,6 @@ def _mse_loss_backward(gy, x, target, reduction):
     return _out(np.broadcast_to(g, np.broadcast_shapes(x.shape, target.shape)), dtype)
 
 
-def _pairs(x):
-    i, j = np.triu_indices(x.shape[0], 1)
-    return i, j, x[i] - x[j]
-
-
-def _pdist_forward(x, p=2.0):
-    dtype, cdt = _compute_dtype("_pdist_forward", x)
-    if x.ndim != 2:
-        raise RuntimeError(f"_pdist_forward: expected a 2-d input, got {x.ndim}-d")
-    if p < 0:
-        raise RuntimeError("_pdist_forward: pdist only supports non-negative p values")
-    _, _, diff = _pairs(_f(x, cdt))
-    a = np.abs(diff)
-    if p == 0:
-        d = (a != 0).sum(axis=1).astype(cdt)
-    elif p == math.inf:
-        d = a.max(axis=1, initial=0)
-    elif p == 1:
-        d = a.sum(axis=1)
-    elif p == 2:
-        d = np.sqrt(np.square(a).sum(axis=1))
-    else:
-        d = np.power(np.power(a, p).sum(axis=1), 1 / p)
-    return _out(d, dtype)
-
-
-def _pdist_backward(grad, x, p, pdist):
-    dtype, cdt = _compute_dtype("_pdist_backward", x)
-    i, j, diff = _pairs(_f(x, cdt))
-    g = _f(grad, cdt)[:, None]
-    dist = _f(pdist, cdt)[:, None]
-    with np.errstate(all="ignore"):
-        if p == 0:
-            v = np.zeros_like(diff)
-        elif p == 1:
-            v = np.sign(diff) * g
-        elif p == math.inf:
-            v = np.sign(diff) * (np.abs(diff) == dist) * g
-        elif p == 2:
-            v = np.where(dist == 0, 0, diff * g / dist)
-        else:
-            v = np.where((dist == 0) | ((diff == 0) & (p < 1)), 0,
-                         np.sign(diff) * np.power(np.abs(diff), p - 1) * g
-                         / np.power(dist, p - 1))
-    gx = np.zeros(x.shape, cdt)
-    np.add.at(gx, i, v)
-    np.add.at(gx, j, -v)
-    return _out(gx, dtype)
-
-
 # --- activations --------------------------------------------------------------------------
 
 
@@ -1230,8 +1180,6 @@ KERNELS = {
     "softplus_backward": _activation_backward("softplus_backward", _softplus_backward),
     "softshrink_backward": _activation_backward("softshrink_backward", _shrink_backward),
     "hardshrink_backward": _activation_backward("hardshrink_backward", _shrink_backward),
-    "_pdist_forward": _pdist_forward,
-    "_pdist_backward": _pdist_backward,
     "sigmoid_backward": _sigmoid_backward,
     "tanh_backward": _tanh_backward,
 }
