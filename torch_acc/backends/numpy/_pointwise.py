@@ -1034,6 +1034,9 @@ def _zero(self):
     return self
 
 
+_conj_physical = _same_unary("_conj_physical", np.conjugate, ints="copy", bools="copy")
+
+
 def _unary_table():
     fu = _float_unary
     table = {
@@ -1100,6 +1103,7 @@ def _unary_table():
         "floor": _same_unary("floor", np.floor, ints="copy", bools="copy", complex_ok=False),
         "trunc": _same_unary("trunc", np.trunc, ints="copy", bools="copy", complex_ok=False),
         "frac": _same_unary("frac", _frac, complex_ok=False),
+        "_conj_physical": _conj_physical,
         "bitwise_not": _bitwise_not,
         "logical_not": _logical_not,
         "isnan": _bool_unary("isnan", np.isnan, False),
@@ -1205,6 +1209,7 @@ KERNELS = {
     "lerp_.Scalar": _inplace(_lerp, "lerp_"),
     "lerp_.Tensor": _inplace(_lerp, "lerp_"),
     "addcmul_": _inplace(_addcmul, "addcmul_"),
+    "conj_physical_": _inplace(_conj_physical, "conj_physical_"),
     "addcdiv_": _inplace(_addcdiv, "addcdiv_"),
     "div.Tensor": _div,
     "div.Scalar": _div,
