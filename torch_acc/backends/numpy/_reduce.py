@@ -767,6 +767,58 @@ def _cdist_forward(x1, x2, p, compute_mode=None):
     return _out(value, dtype)
 
 
+def _p_norm(diff, p):
+    """The p-norm of the last axis (p=0: the count of non-zeros), as cdist/pdist."""
+    d = np.abs(diff)
+    if p == 0:
+        return np.sum(d != 0, axis=-1).astype(d.dtype)
+    if p == np.inf:
+        return np.max(d, axis=-1, initial=0)
+    if p == 1:
+        return np.sum(d, axis=-1)
+    if p == 2:
+        return np.sqrt(np.sum(d * d, axis=-1))
+    return np.sum(d**p, axis=-1) ** (1.0 / p)
+
+
+def _p_norm_grad(diff, dist, p):
+    """d dist / d diff for each pair (zero where the distance is zero)."""
+    d = dist[..., None]
+    if p == 0:
+        return np.zeros_like(diff)
+    if p == 1:
+        return np.sign(diff)
+    if p == 2:
+        return np.where(d == 0, 0, diff / d)
+    if p == np.inf:
+        return np.sign(diff) * (np.abs(diff) == d)
+    term = np.where(d == 0, 0, diff * np.abs(diff) ** (p - 2) / d ** (p - 1))
+    return np.where(diff == 0, 0, term) if p < 1 else term
+
+
+def _pdist_forward(self, p=2):
+    if self.ndim != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {self.ndim}D")
+    if p < 0:
+        raise RuntimeError("pdist only supports non-negative p values")
+    a = _up(self)
+    i, j = np.triu_indices(a.shape[0], 1)
+    with np.errstate(all="ignore"):
+        value = _p_norm(a[i] - a[j], p)
+    return _out(value, self.dtype)
+
+
+def _pdist_backward(grad, self, p, pdist):
+    a, g, dist = _up(self), _up(grad), _up(pdist)
+    i, j = np.triu_indices(a.shape[0], 1)
+    with np.errstate(all="ignore"):
+        term = g[:, None] * _p_norm_grad(a[i] - a[j], dist, p)
+    out = np.zeros_like(a)
+    np.add.at(out, i, term)
+    np.subtract.at(out, j, term)
+    return _out(out, self.dtype)
+
+
 def _cdist_backward(grad, x1, x2, p, cdist):
     a, b, g, dist = _up(x1), _up(x2), _up(grad), _up(cdist)
     diff = a[..., :, None, :] - b[..., None, :, :]
@@ -852,6 +904,8 @@ KERNELS = {
     "trace": _trace,
     "_cdist_forward": _cdist_forward,
     "_cdist_backward": _cdist_backward,
+    "_pdist_forward": _pdist_forward,
+    "_pdist_backward": _pdist_backward,
     "equal": _equal,
 }
 
