@@ -63,6 +63,12 @@ def impl_payload(*, as_strided, to_cpu, from_cpu, copy_into):
     lib = torch.library.Library("aten", "IMPL")
     lib.impl("_copy_from", _copy_from, "PrivateUse1")
     lib.impl("_copy_from_and_resize", _copy_from_and_resize, "PrivateUse1")
+    # PyTorch's conjugate/negative fallbacks would materialize a conj or neg view by a
+    # clone, which copies through _copy_from again, without end: _copy_from resolves the
+    # bits itself (through the CPU).
+    for key in ("Conjugate", "Negative"):
+        lib.impl("_copy_from", torch.library.fallthrough_kernel, key)
+        lib.impl("_copy_from_and_resize", torch.library.fallthrough_kernel, key)
     _lib = lib
 
 
@@ -77,7 +83,35 @@ def _write(dst: torch.Tensor, value) -> None:
         _C.set_payload(dst, result)
 
 
+def _values(t: torch.Tensor) -> torch.Tensor:
+    """A tensor's values on the CPU, its conj and neg bits applied."""
+    if not _on_device(t):
+        return t.detach().resolve_conj().resolve_neg()
+    value = _payload_functions["to_cpu"](_C.payload(t))
+    if t.is_conj():
+        value = torch.conj_physical(value)
+    if t.is_neg():
+        value = torch.neg(value)
+    return value
+
+
+def _copy_with_bits(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+    """_copy_from where src or dst is a conjugate or negative view."""
+    value = _values(src)
+    if not _on_device(dst):
+        dst.copy_(value)
+        return dst
+    if dst.is_neg():
+        value = torch.neg(value)
+    if dst.is_conj():
+        value = torch.conj_physical(value)
+    _write(dst, _payload_functions["from_cpu"](value.to(dst.dtype)))
+    return dst
+
+
 def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False):
+    if src.is_conj() or dst.is_conj() or src.is_neg() or dst.is_neg():
+        return _copy_with_bits(src, dst)
     if not _on_device(dst):
         dst.copy_(_payload_functions["to_cpu"](_C.payload(src)))
     elif _on_device(src):

@@ -24,7 +24,7 @@ from torch_acc import library, registry
 from torch_acc._C import PrivateUse1Hooks
 from torch_acc.backend_registration import setup_privateuseone_for_python_backend
 
-from . import _common, _nn, _pointwise, _random, _reduce, _shape
+from . import _common, _fft, _index, _linalg, _nn, _pointwise, _random, _reduce, _shape
 from ._common import DEVICE
 from ._random import NumpyGenerator
 
@@ -34,7 +34,7 @@ __all__ = ["DEVICE", "NumpyGenerator", "register", "setup"]
 def _kernels() -> dict:
     """Every module's kernels; an operator registered by two modules is a mistake."""
     kernels: dict = {}
-    for module in (_shape, _pointwise, _reduce, _nn, _random):
+    for module in (_shape, _index, _pointwise, _reduce, _linalg, _fft, _nn, _random):
         twice = kernels.keys() & module.KERNELS.keys()
         if twice:
             raise RuntimeError(

@@ -54,7 +54,16 @@ def result_type(*kinds) -> np.dtype:
             return torch.empty(() if scalar else (1,), dtype=t)
         return t(1)
 
-    return np.dtype(np_dtype(torch.result_type(*(operand(k) for k in kinds))))
+    operands = [operand(k) for k in kinds]
+    if len(operands) != 2:
+        # torch.result_type takes two operands; the same promotion for any number of them.
+        from torch._prims_common import elementwise_dtypes, ELEMENTWISE_TYPE_PROMOTION_KIND
+
+        _, dtype = elementwise_dtypes(
+            *operands, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT
+        )
+        return np.dtype(np_dtype(dtype))
+    return np.dtype(np_dtype(torch.result_type(*operands)))
 
 
 _ndarray = np.ndarray

@@ -1,9 +1,10 @@
 """Random kernels of the ``npy`` backend and its generator, which ``torch.manual_seed`` seeds."""
 
+import ml_dtypes
 import numpy as np
 import torch
 
-from ._common import DEVICE
+from ._common import DEVICE, NUMPY_TO_TORCH
 
 
 class NumpyGenerator:
@@ -53,31 +54,93 @@ class NumpyGenerator:
         }
 
 
-def _normal_(self, mean=0.0, std=1.0, *, generator):
-    self[...] = generator.numpy.normal(mean, std, self.shape)
+_BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def _draw_dtype(dtype: np.dtype):
+    """The float dtype to draw in for a tensor of ``dtype`` (float32 for the narrow floats)."""
+    if dtype == np.float64 or dtype == np.complex128:
+        return np.float64
+    return np.float32
+
+
+def _fill(self, draw):
+    """Fill ``self`` with ``draw(shape, dtype)``; complex tensors get real and imaginary parts
+    drawn independently, as torch does through ``view_as_real``."""
+    dtype = _draw_dtype(self.dtype)
+    if self.dtype.kind == "c":
+        pair = draw(self.shape + (2,), dtype)
+        self[...] = pair[..., 0] + 1j * pair[..., 1]
+    else:
+        self[...] = draw(self.shape, dtype)
     return self
+
+
+def _check_float(self, op):
+    if self.dtype.kind not in "fc" and self.dtype != _BF16:
+        raise NotImplementedError(
+            f"{op} is not implemented for {NUMPY_TO_TORCH[self.dtype]} on the {DEVICE} backend "
+            "(it needs a floating point tensor, as on CPU)"
+        )
+
+
+def _normal_(self, mean=0.0, std=1.0, *, generator):
+    if std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    _check_float(self, "normal_")
+    if self.dtype.kind == "c":
+        std = std / np.sqrt(2)
+    rng = generator.numpy
+    return _fill(self, lambda shape, dt: rng.standard_normal(shape, dt) * dt(std) + dt(mean))
 
 
 def _uniform_(self, from_=0.0, to=1.0, *, generator):
-    self[...] = generator.numpy.uniform(from_, to, self.shape)
-    return self
+    if from_ > to:
+        raise RuntimeError(
+            f"uniform_ expects to return a [from, to) range, but found from={from_} > to={to}"
+        )
+    _check_float(self, "uniform_")
+    rng = generator.numpy
+    return _fill(self, lambda shape, dt: rng.random(shape, dt) * dt(to - from_) + dt(from_))
+
+
+def _check_p(p, op):
+    if not 0 <= p <= 1:
+        raise RuntimeError(f"{op} expects p to be in [0, 1], but got p={p}")
 
 
 def _bernoulli_(self, p=0.5, *, generator):
+    if isinstance(p, np.ndarray):
+        p = np.asarray(p, np.float64)
+        if p.size and not ((p >= 0) & (p <= 1)).all():
+            raise RuntimeError("bernoulli_: all elements of p must be in [0, 1]")
+    else:
+        _check_p(p, "bernoulli_")
     self[...] = generator.numpy.random(self.shape) < p
     return self
 
 
 def _bernoulli(self, p=None, *, generator):
-    return (generator.numpy.random(self.shape) < (self if p is None else p)).astype(self.dtype)
+    if p is None:
+        probs = np.asarray(self, np.float64)
+        if probs.size and not ((probs >= 0) & (probs <= 1)).all():
+            raise RuntimeError("bernoulli: all elements of input must be in [0, 1]")
+    else:
+        _check_p(p, "bernoulli")
+        probs = p
+    return (generator.numpy.random(self.shape) < probs).astype(self.dtype)
 
 
 def _random_high(dtype: np.dtype) -> int:
     """One past the largest value ``random_()`` draws for ``dtype`` (as torch's CPU kernel)."""
     if dtype == np.bool_:
         return 2
+    if dtype == _BF16:
+        return 2 ** (ml_dtypes.finfo(dtype).nmant + 1) + 1
     if dtype.kind == "f":
         return 2 ** (np.finfo(dtype).nmant + 1) + 1
+    if dtype.kind == "c":
+        raise NotImplementedError(f"random_ is not implemented for complex tensors on {DEVICE}")
     return int(np.iinfo(dtype).max) + 1
 
 
@@ -85,7 +148,7 @@ def _random_(self, low=0, high=None, *, generator):
     if high is None:
         high = _random_high(self.dtype)
     if low >= high:
-        raise ValueError(
+        raise RuntimeError(
             f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}"
         )
     self[...] = generator.numpy.integers(low, high, self.shape, dtype=np.int64)
@@ -100,7 +163,80 @@ def _randperm_out(n, *, generator, out):
     return generator.numpy.permutation(n).astype(out.dtype)
 
 
+def _exponential_(self, lambd=1.0, *, generator):
+    if lambd <= 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
+    _check_float(self, "exponential_")
+    rng = generator.numpy
+    return _fill(self, lambda shape, dt: rng.standard_exponential(shape, dt) / dt(lambd))
+
+
+def _geometric_(self, p, *, generator):
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+    self[...] = generator.numpy.geometric(p, self.shape)
+    return self
+
+
+def _log_normal_(self, mean=1.0, std=2.0, *, generator):
+    if std <= 0:
+        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
+    _check_float(self, "log_normal_")
+    self[...] = generator.numpy.lognormal(mean, std, self.shape)
+    return self
+
+
+def _cauchy_(self, median=0.0, sigma=1.0, *, generator):
+    if sigma <= 0:
+        raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
+    _check_float(self, "cauchy_")
+    self[...] = median + sigma * generator.numpy.standard_cauchy(self.shape)
+    return self
+
+
+def _multinomial(self, num_samples, replacement=False, *, generator):
+    if self.ndim not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    if self.dtype.kind != "f" and self.dtype != _BF16:
+        raise RuntimeError(
+            f"multinomial only supports floating-point dtypes for input, got: "
+            f"{NUMPY_TO_TORCH[self.dtype]}"
+        )
+    n = self.shape[-1]
+    if num_samples <= 0:
+        raise RuntimeError("cannot sample n_sample <= 0 samples")
+    if not replacement and num_samples > n:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
+                           "replacement")
+    rows = np.asarray(self, np.float64).reshape(-1, n)
+    if not np.isfinite(rows).all() or (rows < 0).any():
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    sums = rows.sum(axis=1)
+    if (sums <= 0).any():
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    out = np.empty((len(rows), num_samples), np.int64)
+    rng = generator.numpy
+    for i, (row, total) in enumerate(zip(rows, sums, strict=True)):
+        if not replacement and np.count_nonzero(row) < num_samples:
+            raise RuntimeError("invalid multinomial distribution (with replacement=False, not "
+                               "enough non-negative category to sample)")
+        out[i] = rng.choice(n, num_samples, replace=replacement, p=row / total)
+    return out.reshape(self.shape[:-1] + (num_samples,))
+
+
+def _rrelu_with_noise(self, noise, lower=0.125, upper=1 / 3, training=False, generator=None):
+    _check_float(self, "rrelu_with_noise")
+    if not training:
+        slope = (lower + upper) / 2
+        return np.where(self >= 0, self, self * self.dtype.type(slope)).astype(self.dtype)
+    r = generator.numpy.uniform(lower, upper, self.shape)
+    negative = self < 0
+    noise[...] = np.where(negative, r, 1)
+    return np.where(negative, self * noise, self).astype(self.dtype)
+
+
 KERNELS = {
+    "rrelu_with_noise": _rrelu_with_noise,
     "normal_": _normal_,
     "uniform_": _uniform_,
     "bernoulli_.float": _bernoulli_,
@@ -111,4 +247,9 @@ KERNELS = {
     "random_.from": _random_,
     "random_.to": _random_to,
     "randperm.generator_out": _randperm_out,
+    "exponential_": _exponential_,
+    "geometric_": _geometric_,
+    "log_normal_": _log_normal_,
+    "cauchy_": _cauchy_,
+    "multinomial": _multinomial,
 }
