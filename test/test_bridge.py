@@ -42,6 +42,29 @@ class TestBridge(TestCase):
         self.assertEqual((t * 3).cpu(), torch.full((2,), 3.0))
         self.assertEqual((t + torch.tensor(2.5)).cpu(), torch.full((2,), 3.5))
 
+    def test_cpu_zero_dim_tensors_keep_their_dtype(self):
+        # A 0-dim tensor takes part in type promotion with its dtype; a Python number does not.
+        ints = torch.ones(2, dtype=torch.int32)
+        for other in (torch.tensor(2.5, dtype=torch.float64), 2.5, torch.tensor(3)):
+            with self.subTest(other=other):
+                expected = ints + other
+                out = ints.to("npy") + other
+                self.assertEqual(out.dtype, expected.dtype)
+                self.assertEqual(out.cpu(), expected)
+
+    def test_undefined_results(self):
+        # A kernel returns None for an output that output_mask leaves out: an undefined tensor.
+        x, w = torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3, 3)
+        gy = torch.randn(1, 3, 3, 3)
+        args = ([0], [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [True, False, False])
+        gx, gw, gb = torch.ops.aten.convolution_backward(
+            gy.to("npy"), x.to("npy"), w.to("npy"), *args
+        )
+        self.assertIsNone(gw)
+        self.assertIsNone(gb)
+        expected = torch.ops.aten.convolution_backward(gy, x, w, *args)[0]
+        self.assertEqual(gx.cpu(), expected, atol=1e-5, rtol=1e-5)
+
     def test_results_keep_device_index_and_dtype(self):
         t = torch.arange(4, device="npy")
         self.assertEqual(t.dtype, torch.int64)

@@ -146,6 +146,38 @@ class TestViews(TestCase):
                 with self.assertRaises(type(cpu_error.exception)):
                     fn(_base().to("npy"))
 
+    def test_views_keep_conjugate_and_negative_bits(self):
+        x = torch.tensor([[1 + 2j, 3 - 4j], [5 + 6j, -7j]])
+        cases = {
+            "conj": lambda t: t.conj(),
+            "conj, slice": lambda t: t.conj()[1:],
+            "conj, t": lambda t: t.conj().t(),
+            "conj, detach": lambda t: t.conj().detach(),
+            "conj, view": lambda t: t.conj().view(4),
+            "conj, imag": lambda t: t.conj().imag,
+            "neg view, select": lambda t: torch._neg_view(t.real)[0],
+        }
+        for name, fn in cases.items():
+            with self.subTest(name):
+                expected, out = fn(x), fn(x.to("npy"))
+                self.assertEqual(out.is_conj(), expected.is_conj())
+                self.assertEqual(out.is_neg(), expected.is_neg())
+                self.assertEqual(out.cpu(), expected)
+
+    def test_composite_views_keep_autograd(self):
+        # narrow and chunk decompose (to slice, split) under autograd, as on CPU.
+        x = torch.randn(6, 4)
+        for name, fn in {
+            "narrow": lambda t: t.narrow(0, 1, 3),
+            "chunk": lambda t: t.chunk(3, 1)[1],
+        }.items():
+            with self.subTest(name):
+                xd = x.to("npy").requires_grad_()
+                xc = x.clone().requires_grad_()
+                (fn(xd) * 2).sum().backward()
+                (fn(xc) * 2).sum().backward()
+                self.assertEqual(xd.grad.cpu(), xc.grad)
+
     def test_reshape_and_contiguous(self):
         cpu = _base().transpose(0, 2)
         dev = _base().to("npy").transpose(0, 2)

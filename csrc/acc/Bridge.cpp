@@ -225,9 +225,16 @@ class Call {
       return materialize(t);
     }
     if (t.dim() == 0 && t.device().is_cpu()) {
-      // A CPU scalar (a wrapped Python number, or a 0-dim tensor), as CUDA
-      // accepts it.
-      return torch::jit::toPyObject(t.item());
+      // A CPU scalar, as CUDA accepts it. A wrapped Python number stays a
+      // Python number; a 0-dim tensor becomes a payload on the device, so
+      // that its dtype takes part in type promotion as on CPU
+      // (int32 tensor + float64 0-dim tensor is float64).
+      if (t.unsafeGetTensorImpl()->is_wrapped_number()) {
+        return torch::jit::toPyObject(t.item());
+      }
+      const auto index =
+          first_ != nullptr ? first_->device().index() : currentDevice();
+      return materialize(t.to(c10::Device(kPrivateUse1, index)));
     }
     cpu_ = t;
     return py::none();
@@ -447,7 +454,9 @@ class PythonKernel final : public c10::OperatorKernel {
           rebindResult(mutated, args[*ret.aliased], r);
           return mutated;
         }
-        return wrap(r, device_index);
+        // None: an undefined tensor, such as the gradients a backward
+        // operator's output_mask leaves out.
+        return r.is_none() ? at::Tensor() : wrap(r, device_index);
       case Return::kTensorList: {
         std::vector<at::Tensor> tensors;
         for (py::handle item : r) {
@@ -481,11 +490,30 @@ int64_t extent(const at::Tensor& t) {
   return last + 1;
 }
 
-at::Tensor viewOf(const at::Tensor& base, const at::Tensor& meta) {
-  return makePayloadTensor(
+// A view of `base` on its payload. Like every view, it keeps the base's
+// conjugate and negative bits: they say how to read the shared data.
+at::Tensor viewOn(
+    const at::Tensor& base,
+    c10::ScalarType dtype,
+    c10::IntArrayRef sizes,
+    c10::IntArrayRef strides,
+    int64_t offset) {
+  auto view = makePayloadTensor(
       payloadImpl(base).slot(),
-      meta.scalar_type(),
+      dtype,
       base.device().index(),
+      sizes,
+      strides,
+      offset);
+  view._set_conj(base.is_conj());
+  view._set_neg(base.is_neg());
+  return view;
+}
+
+at::Tensor viewOf(const at::Tensor& base, const at::Tensor& meta) {
+  return viewOn(
+      base,
+      meta.scalar_type(),
       meta.sizes(),
       meta.strides(),
       meta.storage_offset());
@@ -804,15 +832,10 @@ void directViewKernel(
   const auto n = op.schema().arguments().size();
   const auto args = torch::jit::last(*stack, n);
   const at::Tensor& base = args[0].toTensor();
-  if (auto* impl = maybePayloadImpl(base)) {
+  if (maybePayloadImpl(base) != nullptr) {
     if (auto g = direct(base, args)) {
-      auto view = makePayloadTensor(
-          impl->slot(),
-          base.scalar_type(),
-          base.device().index(),
-          g->sizes,
-          g->strides,
-          g->offset);
+      auto view =
+          viewOn(base, base.scalar_type(), g->sizes, g->strides, g->offset);
       torch::jit::drop(*stack, n);
       stack->push_back(std::move(view));
       return;
@@ -850,15 +873,16 @@ constexpr std::pair<const char*, MakeKernel> kDirectViewOps[] = {
 // metadata their meta kernel computes (the rest of them, and every one where
 // kDirectViewOps' functions decline). Overloads that a torch release lacks
 // are skipped.
+// Only operators with an autograd formula of their own: a PrivateUse1 kernel
+// for a CompositeImplicitAutograd one (narrow, chunk) would take the place of
+// its decomposition under autograd too, and leave it without a derivative.
 constexpr const char* kViewOps[] = {
-    "narrow",
     "split.Tensor",
     "split_with_sizes",
     "squeeze.dims",
     "unbind.int",
     "unfold",
     "_reshape_alias",
-    "chunk",
 };
 
 void fallbackKernel(

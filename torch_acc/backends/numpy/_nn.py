@@ -36,14 +36,6 @@ def _out(x, dtype):
     return np.asarray(x, dtype=dtype, order="C")
 
 
-def _unused(shape, dtype):
-    """An output the caller did not ask for (``output_mask``): zeros of the right shape.
-
-    PyTorch's kernels return undefined tensors there, but the kernel bridge wraps every
-    returned payload, and autograd ignores the gradients of inputs that need none."""
-    return np.zeros(tuple(shape), dtype)
-
-
 def _channels_last(x) -> bool:
     """Whether a 4-d ``x`` is laid out channels-last (and not also contiguous), which
     PyTorch's CPU pooling kernels keep in their results."""
@@ -232,8 +224,8 @@ def _convolution_backward(gy, x, w, bias_sizes, stride, padding, dilation, trans
     gyc, xc, wc = _f(gy, cdt), _f(x, cdt), _f(w, cdt)
     stride, padding, dilation, output_padding = _conv_args(
         xc, wc, stride, padding, dilation, output_padding)
-    gx, gw = _unused(x.shape, dtype), _unused(w.shape, dtype)
-    gb = _unused(bias_sizes or (w.shape[1] * groups if transposed else w.shape[0],), dtype)
+    # Outputs the caller did not ask for (output_mask) are undefined tensors.
+    gx = gw = gb = None
     if output_mask[0]:
         if transposed:
             gx = _conv(gyc, wc, stride, padding, dilation, groups, x.shape[2:])
@@ -657,7 +649,7 @@ def _native_batch_norm_backward(gy, x, weight, running_mean, running_var, save_m
     sum_g = g.sum(axis=axes)
     sum_gx = (g * xhat).sum(axis=axes)
     wdt = dtype if weight is None else weight.dtype
-    gx, gw, gb = _unused(x.shape, dtype), _unused(w.shape, wdt), _unused(w.shape, wdt)
+    gx = gw = gb = None
     if output_mask[0]:
         scale = (w * invstd).reshape(shape)
         if train:
@@ -703,9 +695,7 @@ def _native_layer_norm_backward(gy, x, normalized_shape, mean, rstd, weight, bia
     lead = tuple(range(axis))
     xc, g = _f(x, cdt), _f(gy, cdt)
     xhat = (xc - _f(mean, cdt)) * _f(rstd, cdt)
-    gx = _unused(x.shape, dtype)
-    gw = _unused(normalized_shape, dtype if weight is None else weight.dtype)
-    gb = _unused(normalized_shape, dtype if bias is None else bias.dtype)
+    gx = gw = gb = None
     if output_mask[0]:
         gxhat = g if weight is None else g * _f(weight, cdt)
         n = math.prod(normalized_shape)
@@ -751,7 +741,7 @@ def _native_group_norm_backward(gy, x, mean, rstd, weight, n, c, hxw, group, out
     xc = _f(x, cdt).reshape(n, group, c // group * hxw)
     m, r = _f(mean, cdt).reshape(n, group, 1), _f(rstd, cdt).reshape(n, group, 1)
     xhat = ((xc - m) * r).reshape(n, c, hxw)
-    gx, gw, gb = _unused(x.shape, dtype), _unused((c,), dtype), _unused((c,), dtype)
+    gx = gw = gb = None
     if output_mask[0]:
         gxhat = g if weight is None else g * _f(weight, cdt)[:, None]
         gxhat = gxhat.reshape(n, group, c // group * hxw)
