@@ -373,7 +373,7 @@ def register_compile_backend(device, compiler_fn, *, aot: bool = True) -> None:
 
     Args:
         device (str or torch.device): a Python backend's device type (``"npy"``), set up or
-            registered (:func:`torch_acc.register_backend`); not an index.
+            registered (``register_backend``); not an index.
         compiler_fn: ``compiler_fn(graph_module, example_inputs)``, a callable that runs the
             graph: called with positional tensors, it returns what ``graph_module`` returns.
             This is a ``torch.compile`` backend's signature (a JAX ``jit``, a NumPy graph
