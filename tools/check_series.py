@@ -175,8 +175,8 @@ def _overlay_python() -> Path:
     py = OVERLAY_VENV / "bin" / "python"
     stamp = OVERLAY_VENV / ".ready"
     # unittest-xml-reporting: run_tests() writes XML reports when CI is set.
-    requirements = [f"torch=={TORCH}", "numpy", "ml_dtypes", "expecttest", "ninja", "setuptools",
-                    "unittest-xml-reporting"]
+    requirements = [f"torch=={TORCH}", "numpy", "ml_dtypes", "scipy", "expecttest", "ninja",
+                    "setuptools", "unittest-xml-reporting"]
     if not stamp.exists() or stamp.read_text() != " ".join(requirements):
         _log(f"setting up the overlay environment {OVERLAY_VENV}")
         if not py.exists():
