@@ -101,10 +101,13 @@ def untyped_storage_of(t: torch.Tensor) -> torch.UntypedStorage:
     return token
 
 
-def reduce_payload_tensor(t: torch.Tensor):
+def reduce_payload_tensor(t: "torch.Tensor"):
     """How pickle saves the storage-less tensor ``t``: ``(rebuild function, arguments)`` when
     its Python backend saves payloads in a format of its own
-    (``library.impl_serialization``), else None (through the CPU)."""
+    (``library.impl_serialization``), else None (through the CPU).
+
+    The annotation is a string: in-tree this function is defined in ``torch/_tensor.py``,
+    before ``torch.Tensor`` exists."""
     from torch_acc import _C, library
 
     if not _C.is_payload_tensor(t):
