@@ -8,7 +8,6 @@ floating-point warnings are silenced inside the kernels; integer division by zer
 ``scipy.special``.
 """
 
-import functools
 import math
 import re
 import warnings
@@ -43,49 +42,6 @@ def _default_float() -> np.dtype:
 
 def _is_float(dt) -> bool:
     return dt.kind == "f" or dt == _BF16
-
-
-def _category(t):
-    if t.is_complex:
-        return 3
-    if t.is_floating_point:
-        return 2
-    return 0 if t == torch.bool else 1
-
-
-def _combine(higher, lower):
-    """c10's combine_categories: the result of a higher-priority class of operands."""
-    if higher is None:
-        return lower
-    if lower is None or higher.is_complex:
-        return higher
-    if lower.is_complex:
-        return torch.promote_types(higher, torch.complex64) if higher.is_floating_point \
-            else lower
-    if higher.is_floating_point:
-        return higher
-    if higher == torch.bool or lower.is_floating_point:
-        return torch.promote_types(higher, lower)
-    return higher
-
-
-@functools.cache
-def _result_type_n(*kinds) -> np.dtype:
-    """``torch.result_type`` of any number of operands described by ``kind``."""
-    if len(kinds) == 2:
-        return result_type(*kinds)
-    found = [None, None, None]  # tensors with dimensions, zero-dim tensors, Python numbers
-    for t, scalar in kinds:
-        if not isinstance(t, torch.dtype):
-            t = (torch.bool if t is bool else torch.int64 if t is int
-                 else torch.get_default_dtype() if t is float
-                 else torch.complex128 if torch.get_default_dtype() == torch.float64
-                 else torch.complex64)
-            slot = 2
-        else:
-            slot = 1 if scalar else 0
-        found[slot] = t if found[slot] is None else torch.promote_types(found[slot], t)
-    return np.dtype(np_dtype(_combine(found[0], _combine(found[1], found[2]))))
 
 
 def _compute(dt):
@@ -247,21 +203,6 @@ def _angle(x):
         return np.angle(x)
     return np.where(np.isnan(x), x, np.where(x < 0, np.asarray(np.pi, x.dtype),
                                               np.zeros((), x.dtype)))
-
-
-def _real_of(name, f):
-    """A complex -> real function (``abs``, ``angle``): complex inputs give the real dtype."""
-
-    def kernel(x):
-        dt = x.dtype
-        with np.errstate(all="ignore"):
-            if dt.kind == "c" or dt.kind == "f" and dt.itemsize >= 4:
-                return np.asarray(f(x))
-            if dt in _LOW:
-                return _finish(f(x.astype(_F32)), dt)
-        raise _unsupported(name, dt)
-
-    return kernel
 
 
 def _abs(x):
@@ -918,7 +859,7 @@ def _clamp(x, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     kinds = [kind(x)] + [kind(v) for v in (min, max) if v is not None]
-    dt = _result_type_n(*kinds)
+    dt = result_type(*kinds)
     if dt.kind == "c":
         raise _unsupported("clamp", dt)
     c = _compute(dt)
@@ -946,7 +887,7 @@ def _lerp(x, end, weight):
             raise RuntimeError(
                 f"lerp: expected dtype {_scalar_type(NUMPY_TO_TORCH[x.dtype])} for `{what}`, "
                 f"but got dtype {_scalar_type(NUMPY_TO_TORCH[other.dtype])}")
-    dt = _result_type_n(kind(x), kind(end), kind(weight))
+    dt = result_type(kind(x), kind(end), kind(weight))
     c = _compute(dt)
     a, b, w = _cast(x, c), _cast(end, c), _cast(weight, c)
     with np.errstate(all="ignore"):
@@ -957,14 +898,14 @@ def _lerp(x, end, weight):
 
 
 def _addcmul(x, t1, t2, *, value=1):
-    dt = _result_type_n(kind(x), kind(t1), kind(t2))
+    dt = result_type(kind(x), kind(t1), kind(t2))
     c = _compute(dt)
     with np.errstate(all="ignore"):
         return _finish(_cast(x, c) + _cast(value, c) * _cast(t1, c) * _cast(t2, c), dt)
 
 
 def _addcdiv(x, t1, t2, *, value=1):
-    dt = _result_type_n(kind(x), kind(t1), kind(t2))
+    dt = result_type(kind(x), kind(t1), kind(t2))
     if dt.kind in "iub":
         raise RuntimeError(
             "Integer division with addcdiv is no longer supported, and in a future release "

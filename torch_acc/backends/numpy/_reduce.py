@@ -103,15 +103,6 @@ def _no_complex(op: str, a) -> None:
         raise RuntimeError(f"{op}(): does not support complex input ({DEVICE} backend)")
 
 
-def _keep(value, a, axis, keepdim):
-    """Re-insert the reduced axes of a reduction NumPy ran without keepdims."""
-    if not keepdim or a.ndim == 0:
-        return value
-    if axis is None:
-        return np.reshape(value, (1,) * a.ndim)
-    return np.expand_dims(value, axis)
-
-
 # --- sums and means -----------------------------------------------------------------------
 
 
