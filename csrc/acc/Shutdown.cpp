@@ -47,10 +47,23 @@ bool beginExit(double timeout_s) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  if (refused.load() != 0) {
-    // A thread whose call was refused unwinds and releases what its task held
-    // (payloads too, which takes the GIL): let it, before finalization starts.
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // A thread whose call was refused unwinds and releases what its task held
+  // (payloads too, which takes the GIL), and the Python thread waiting for its
+  // backward pass raises: let them, before finalization starts, until no call
+  // has been refused for kQuiet (a task's next kernel call is refused too).
+  constexpr auto kQuiet = std::chrono::milliseconds(200);
+  auto seen = refused.load();
+  auto quiet_since = std::chrono::steady_clock::now();
+  while (seen != 0) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - quiet_since >= kQuiet || now > deadline) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (const auto latest = refused.load(); latest != seen) {
+      seen = latest;
+      quiet_since = std::chrono::steady_clock::now();
+    }
   }
   return true;
 }
