@@ -319,13 +319,14 @@ def setup_privateuseone_for_python_backend(
         return backend_module
 
 
-#: How long the interpreter waits at exit for kernels running on autograd's device threads.
+#: How long the interpreter waits at exit for backend calls running on other threads.
 EXIT_TIMEOUT_S = 10.0
 
 
 def _at_exit() -> None:
-    """Runs while the interpreter is still intact: kernels may no longer start on autograd's
-    device threads, and those running are waited for (see ``csrc/acc/Shutdown.h``). A device
+    """Runs while the interpreter is still intact: other threads, such as autograd's device
+    threads, may no longer call into Python (kernels raise, payloads released there are
+    leaked), and the calls running are waited for (see ``csrc/acc/Shutdown.h``). A device
     thread that asks for the GIL once the interpreter finalizes would abort the process."""
     _C.begin_exit(EXIT_TIMEOUT_S)
 

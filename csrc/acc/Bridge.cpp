@@ -390,8 +390,7 @@ class PythonKernel final : public c10::OperatorKernel {
       c10::DispatchKeySet /*ks*/,
       torch::jit::Stack* stack) {
     const auto n = args_.size();
-    const PythonCallGate gate; // see Shutdown.h
-    py::gil_scoped_acquire gil;
+    const GilForCall gil; // see Shutdown.h
     Call call;
     c10::SmallVector<py::object, 8> args;
     c10::SmallVector<PyObject*, 8> argv;
@@ -891,8 +890,7 @@ void fallbackKernel(
     torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const auto n = schema.arguments().size();
-  const PythonCallGate gate; // see Shutdown.h
-  py::gil_scoped_acquire gil;
+  const GilForCall gil; // see Shutdown.h
   TORCH_CHECK(fallback_fn != nullptr, "no fallback is installed");
   py::list args;
   py::dict kwargs;
@@ -1058,7 +1056,7 @@ py::object materialize(const at::Tensor& tensor) {
   auto& impl = payloadImpl(tensor);
   const auto& slot = *impl.slot();
   TORCH_CHECK(
-      slot.object.has_value(),
+      static_cast<bool>(slot.object),
       "a tensor on ",
       tensor.device(),
       " has no payload: it was made by create_empty_tensor() and never given "

@@ -180,9 +180,14 @@ c10::Stream DeviceGuardImpl::exchangeStream(c10::Stream s) const
 void DeviceGuardImpl::destroyEvent(
     void* event,
     const c10::DeviceIndex device_index) const noexcept {
-  // Events may outlive the interpreter (a c10::Event in a static); then the
-  // reference is leaked rather than released without a Python to release it.
+  // Events may outlive the interpreter (a c10::Event in a static), or die on
+  // an autograd device thread while it exits; then the reference is leaked
+  // rather than released without a Python to release it (see Shutdown.h).
   if (event == nullptr || !Py_IsInitialized()) {
+    return;
+  }
+  const PythonCallGate gate(std::nothrow);
+  if (!gate.admitted()) {
     return;
   }
   py::gil_scoped_acquire gil;
@@ -215,7 +220,7 @@ void DeviceGuardImpl::record(
     // synchronous backend a recorded event is complete at once.
     return;
   }
-  py::gil_scoped_acquire gil;
+  const GilForCall gil;
   if (*event == nullptr) {
     py::object created = py_.has(kCreateEvent)
         ? py_.call(kCreateEvent, stream.device_index(), static_cast<int>(flag))
@@ -230,7 +235,7 @@ void DeviceGuardImpl::block(void* event, const c10::Stream& stream) const {
   if (event == nullptr || !py_.has(kBlockEvent)) {
     return;
   }
-  py::gil_scoped_acquire gil;
+  const GilForCall gil;
   py_.call(kBlockEvent, py::handle(eventObject(event)), stream);
 }
 
@@ -238,7 +243,7 @@ bool DeviceGuardImpl::queryEvent(void* event) const {
   if (event == nullptr || !py_.has(kQueryEvent)) {
     return true;
   }
-  py::gil_scoped_acquire gil;
+  const GilForCall gil;
   return py_.cast<bool>(
       kQueryEvent,
       py_.call(kQueryEvent, py::handle(eventObject(event))),
@@ -285,7 +290,7 @@ void DeviceGuardImpl::synchronizeEvent(void* event) const {
   if (event == nullptr || !py_.has(kSynchronizeEvent)) {
     return;
   }
-  py::gil_scoped_acquire gil;
+  const GilForCall gil;
   py_.call(kSynchronizeEvent, py::handle(eventObject(event)));
 }
 
@@ -310,7 +315,7 @@ double DeviceGuardImpl::elapsedTime(
   TORCH_CHECK(
       event1 != nullptr && event2 != nullptr,
       "expected both events to be recorded before elapsed_time()");
-  py::gil_scoped_acquire gil;
+  const GilForCall gil;
   return py_.cast<double>(
       kElapsedTime,
       py_.call(

@@ -1,6 +1,5 @@
 #include <torch/csrc/acc/Generator.h>
 
-#include <torch/csrc/PyInterpreter.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 namespace torch::acc {
@@ -21,7 +20,7 @@ PythonGeneratorImpl::PythonGeneratorImpl(
     : c10::GeneratorImpl(
           c10::Device(c10::DeviceType::PrivateUse1, device_index),
           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
-      generator_(generator.inc_ref().ptr(), getPyInterpreter()),
+      generator_(generator),
       name_(qualname(generator)) {
   for (const char* method : kMethods) {
     TORCH_CHECK_TYPE(
@@ -38,7 +37,7 @@ PythonGeneratorImpl::PythonGeneratorImpl(
 
 template <typename... Args>
 py::object PythonGeneratorImpl::call(size_t method, Args&&... args) const {
-  py::gil_scoped_acquire gil;
+  const GilForCall gil;
   try {
     return object().attr(kMethods[method])(std::forward<Args>(args)...);
   } catch (py::error_already_set& e) {
@@ -47,7 +46,7 @@ py::object PythonGeneratorImpl::call(size_t method, Args&&... args) const {
 }
 
 py::object PythonGeneratorImpl::object() const {
-  return py::reinterpret_borrow<py::object>(generator_.ptr(getPyInterpreter()));
+  return generator_.get();
 }
 
 void PythonGeneratorImpl::set_current_seed(uint64_t seed) {
@@ -55,7 +54,7 @@ void PythonGeneratorImpl::set_current_seed(uint64_t seed) {
 }
 
 uint64_t PythonGeneratorImpl::current_seed() const {
-  py::gil_scoped_acquire gil;
+  const GilForCall gil;
   py::object seed = call(1);
   try {
     return seed.cast<uint64_t>();
@@ -101,7 +100,7 @@ void PythonGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
 }
 
 c10::intrusive_ptr<c10::TensorImpl> PythonGeneratorImpl::get_state() const {
-  py::gil_scoped_acquire gil;
+  const GilForCall gil;
   py::object state = call(2);
   const bool ok = THPVariable_Check(state.ptr()) && [&] {
     const auto& t = THPVariable_Unpack(state.ptr());
@@ -121,7 +120,7 @@ c10::intrusive_ptr<c10::TensorImpl> PythonGeneratorImpl::get_state() const {
 }
 
 PythonGeneratorImpl* PythonGeneratorImpl::clone_impl() const {
-  py::gil_scoped_acquire gil;
+  const GilForCall gil;
   py::object copy = py::module_::import("copy").attr("deepcopy")(object());
   return new PythonGeneratorImpl(
       device().index(), copy, "copy.deepcopy(" + name_ + ")");

@@ -4,7 +4,7 @@
 
 #include <ATen/core/Generator.h>
 #include <c10/core/GeneratorImpl.h>
-#include <c10/core/SafePyObject.h>
+#include <torch/csrc/acc/Shutdown.h>
 
 namespace torch::acc {
 
@@ -53,7 +53,7 @@ class PythonGeneratorImpl final : public c10::GeneratorImpl {
   template <typename... Args>
   py::object call(size_t method, Args&&... args) const;
 
-  c10::SafePyObject generator_;
+  OwnedPyObject generator_;
   std::string name_;
 };
 

@@ -228,7 +228,7 @@ c10::CachingDeviceAllocator::DeviceStats Hooks::memoryStats(
     return stats;
   }
   const auto index = checkedIndex(device_index);
-  py::gil_scoped_acquire gil;
+  const GilForCall gil;
   const auto figures = py_.callAs<std::unordered_map<std::string, int64_t>>(
       kMemoryStats, "a dict of str to int", static_cast<int>(index));
   for (const auto& [name, value] : figures) {
@@ -292,7 +292,7 @@ at::Generator Hooks::getNewGenerator(c10::DeviceIndex device_index) const {
       py_.owner(),
       ") define no get_new_generator(device_index)");
   const auto index = checkedIndex(device_index);
-  py::gil_scoped_acquire gil;
+  const GilForCall gil;
   py::object generator = py_.call(kGetNewGenerator, static_cast<int>(index));
   return at::make_generator<PythonGeneratorImpl>(
       index, generator, py_.owner() + ".get_new_generator");

@@ -2,7 +2,6 @@
 
 #include <torch/csrc/Device.h>
 #include <torch/csrc/Exceptions.h>
-#include <torch/csrc/PyInterpreter.h>
 #include <torch/csrc/acc/Autocast.h>
 #include <torch/csrc/acc/Bridge.h>
 #include <torch/csrc/acc/DeviceGuard.h>
@@ -223,9 +222,10 @@ void initBindings(PyObject* module) {
       "begin_exit",
       &beginExit,
       py::arg("timeout_s"),
-      "Called at interpreter exit: kernels may no longer start on other "
-      "threads; waits up to timeout_s seconds for those running. Returns "
-      "whether they all returned (see csrc/acc/Shutdown.h).");
+      "Called at interpreter exit: other threads may no longer call into "
+      "Python (kernels raise, payload releases leak); waits up to timeout_s "
+      "seconds for the calls running. Returns whether they all returned (see "
+      "csrc/acc/Shutdown.h).");
 
   m.def(
       "is_python_backend",
@@ -301,7 +301,7 @@ void initBindings(PyObject* module) {
   m.def(
       "payload",
       [](const at::Tensor& tensor) -> py::object {
-        if (!payloadImpl(tensor).slot()->object.has_value()) {
+        if (!payloadImpl(tensor).slot()->object) {
           return py::none();
         }
         return materialize(tensor);
@@ -329,12 +329,7 @@ void initBindings(PyObject* module) {
   m.def(
       "storage_token",
       [](const at::Tensor& tensor) -> py::object {
-        const auto& token = payloadImpl(tensor).slot()->storage_token;
-        if (!token.has_value()) {
-          return py::none();
-        }
-        return py::reinterpret_borrow<py::object>(
-            token->ptr(getPyInterpreter()));
+        return payloadImpl(tensor).slot()->storage_token.get();
       },
       py::arg("tensor"),
       "The object standing for the payload of `tensor` where a storage is "
@@ -343,9 +338,7 @@ void initBindings(PyObject* module) {
   m.def(
       "set_storage_token",
       [](const at::Tensor& tensor, const py::object& token) {
-        auto& slot = *payloadImpl(tensor).slot();
-        slot.storage_token.reset();
-        slot.storage_token.emplace(token.inc_ref().ptr(), getPyInterpreter());
+        payloadImpl(tensor).slot()->storage_token = OwnedPyObject(token);
       },
       py::arg("tensor"),
       py::arg("token"),

@@ -4,7 +4,6 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
-#include <torch/csrc/PyInterpreter.h>
 
 #include <typeinfo>
 
@@ -14,17 +13,13 @@ void PayloadSlot::bind(
     py::handle payload,
     c10::IntArrayRef new_sizes,
     c10::IntArrayRef new_strides) {
-  object.reset();
-  object.emplace(payload.inc_ref().ptr(), getPyInterpreter());
+  object = OwnedPyObject(payload);
   sizes.assign(new_sizes.begin(), new_sizes.end());
   strides.assign(new_strides.begin(), new_strides.end());
 }
 
 py::object PayloadSlot::get() const {
-  if (!object.has_value()) {
-    return py::none();
-  }
-  return py::reinterpret_borrow<py::object>(object->ptr(getPyInterpreter()));
+  return object.get();
 }
 
 namespace {

@@ -1,11 +1,9 @@
 #pragma once
 
-#include <c10/core/SafePyObject.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/util/DimVector.h>
+#include <torch/csrc/acc/Shutdown.h>
 #include <torch/csrc/utils/pybind.h>
-
-#include <optional>
 
 namespace torch::acc {
 
@@ -18,8 +16,8 @@ namespace py = pybind11;
 // seen by all of them.
 struct PayloadSlot final : c10::intrusive_ptr_target {
   // Empty until a payload is bound. Set and read with the GIL held; released
-  // through the interpreter, which takes the GIL (c10::SafePyObject).
-  std::optional<c10::SafePyObject> object;
+  // on whichever thread drops the last tensor (see Shutdown.h).
+  OwnedPyObject object;
   // The layout of `object` in elements (its own shape and strides). A tensor
   // whose sizes and strides are these, at offset 0, is the payload itself;
   // any other tensor on the slot is a view of it. Inline storage: a slot is
@@ -30,7 +28,7 @@ struct PayloadSlot final : c10::intrusive_ptr_target {
   // A Python object that stands for this slot where PyTorch wants a storage
   // to tell which tensors share data (meta/fake tensor conversion); made on
   // first request.
-  std::optional<c10::SafePyObject> storage_token;
+  OwnedPyObject storage_token;
 
   // Binds `payload` (a new reference is taken) with the given layout.
   void bind(

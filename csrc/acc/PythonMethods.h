@@ -1,5 +1,6 @@
 #pragma once
 
+#include <torch/csrc/acc/Shutdown.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <array>
@@ -42,7 +43,7 @@ class PythonMethods {
   // exception becomes a c10::Error naming the object and the method.
   template <typename... Args>
   py::object call(size_t method, Args&&... args) const {
-    py::gil_scoped_acquire gil;
+    const GilForCall gil;
     try {
       return py::handle(methods_[method])(std::forward<Args>(args)...);
     } catch (py::error_already_set& e) {
@@ -73,7 +74,7 @@ class PythonMethods {
   // `call()` followed by `cast()`, under one GIL acquisition.
   template <typename T, typename... Args>
   T callAs(size_t method, const char* expected, Args&&... args) const {
-    py::gil_scoped_acquire gil;
+    const GilForCall gil;
     return cast<T>(method, call(method, std::forward<Args>(args)...), expected);
   }
 

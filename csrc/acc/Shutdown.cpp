@@ -1,38 +1,80 @@
 #include <torch/csrc/acc/Shutdown.h>
 
 #include <c10/util/Exception.h>
-#include <torch/csrc/utils/pybind.h>
 
 #include <chrono>
 #include <thread>
+#include <utility>
 
 namespace torch::acc {
 
 namespace {
+
 std::atomic<bool> exiting{false};
 std::atomic<std::thread::id> exit_thread{};
 std::atomic<int64_t> in_flight{0};
-std::atomic<int64_t> refused{0};
-} // namespace
 
-PythonCallGate::PythonCallGate() {
-  // Counted before the check: beginExit() sets the flag, then waits for the
-  // count, so a call either sees the flag or is waited for.
+// Counts the call before the check: beginExit() sets the flag, then waits for
+// the count, so a call either sees the flag or is waited for.
+bool enter() noexcept {
   in_flight.fetch_add(1);
   if (exiting.load() && std::this_thread::get_id() != exit_thread.load()) {
     in_flight.fetch_sub(1);
-    refused.fetch_add(1);
-    TORCH_CHECK(
-        false,
-        "the Python interpreter is exiting: a kernel of the ",
-        c10::get_privateuse1_backend(),
-        " backend cannot start on another thread (an autograd device thread) "
-        "any more");
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
+PythonCallGate::PythonCallGate() : admitted_(enter()) {
+  TORCH_CHECK(
+      admitted_,
+      "the Python interpreter is exiting: the ",
+      c10::get_privateuse1_backend(),
+      " backend can no longer call into Python on a thread other than the "
+      "exiting one (such as an autograd device thread)");
+}
+
+PythonCallGate::PythonCallGate(std::nothrow_t /*unused*/) noexcept
+    : admitted_(enter()) {}
+
+PythonCallGate::~PythonCallGate() {
+  if (admitted_) {
+    in_flight.fetch_sub(1);
   }
 }
 
-PythonCallGate::~PythonCallGate() {
-  in_flight.fetch_sub(1);
+OwnedPyObject::OwnedPyObject(OwnedPyObject&& other) noexcept
+    : obj_(std::exchange(other.obj_, nullptr)) {}
+
+OwnedPyObject& OwnedPyObject::operator=(OwnedPyObject&& other) noexcept {
+  if (this != &other) {
+    reset();
+    obj_ = std::exchange(other.obj_, nullptr);
+  }
+  return *this;
+}
+
+void OwnedPyObject::reset() noexcept {
+  PyObject* obj = std::exchange(obj_, nullptr);
+  if (obj == nullptr || !Py_IsInitialized()) {
+    return;
+  }
+  const PythonCallGate gate(std::nothrow);
+  if (!gate.admitted()) {
+    return;
+  }
+  py::gil_scoped_acquire gil;
+  // A pending Python error must survive the release, which may run while an
+  // exception unwinds through a frame holding the object.
+  py::error_scope pending;
+  Py_DECREF(obj);
+}
+
+py::object OwnedPyObject::get() const {
+  return obj_ == nullptr ? py::none()
+                         : py::reinterpret_borrow<py::object>(obj_);
 }
 
 bool beginExit(double timeout_s) {
@@ -46,24 +88,6 @@ bool beginExit(double timeout_s) {
       return false;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  // A thread whose call was refused unwinds and releases what its task held
-  // (payloads too, which takes the GIL), and the Python thread waiting for its
-  // backward pass raises: let them, before finalization starts, until no call
-  // has been refused for kQuiet (a task's next kernel call is refused too).
-  constexpr auto kQuiet = std::chrono::milliseconds(200);
-  auto seen = refused.load();
-  auto quiet_since = std::chrono::steady_clock::now();
-  while (seen != 0) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now - quiet_since >= kQuiet || now > deadline) {
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    if (const auto latest = refused.load(); latest != seen) {
-      seen = latest;
-      quiet_since = std::chrono::steady_clock::now();
-    }
   }
   return true;
 }

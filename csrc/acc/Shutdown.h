@@ -1,37 +1,98 @@
 #pragma once
 
+#include <torch/csrc/utils/pybind.h>
+
 #include <atomic>
 #include <cstdint>
+#include <new>
 
 namespace torch::acc {
 
+namespace py = pybind11;
+
 // Calls into Python from threads that do not hold the GIL, at interpreter exit.
 //
-// Autograd runs a Python backend's kernels on its device threads, which the
-// interpreter did not create. A thread that asks for the GIL once the
-// interpreter finalizes is ended by CPython with pthread_exit; the forced
-// unwind that follows aborts the process ("terminate called without an active
-// exception") as soon as it meets a noexcept frame, such as the autograd
-// engine's own gil_scoped_release. That happens whenever the interpreter exits
-// while a device thread runs a kernel: a backward pass in a daemon thread, or
-// one whose error returned to the caller while another device thread still ran.
+// Autograd runs a Python backend's kernels, and releases the payloads of the
+// tensors it held, on its device threads, which the interpreter did not
+// create. A thread that asks for the GIL once the interpreter finalizes is
+// ended by CPython with pthread_exit; the forced unwind that follows aborts the
+// process ("terminate called without an active exception") as soon as it meets
+// a noexcept frame, such as a destructor. That happens whenever the
+// interpreter exits while a device thread still works: when a backward pass
+// raised on the caller's thread, which returned, while a device thread still
+// ran a kernel of the same pass.
 //
-// beginExit(), called by an atexit handler while the interpreter is intact,
-// refuses new calls from every thread but the one finalizing the interpreter
-// (they raise a c10::Error, which autograd reports) and waits, without the
-// GIL, for the calls in flight to return.
+// Every call into Python from C++ that may run on such a thread passes a
+// PythonCallGate before it asks for the GIL. beginExit(), called by an atexit
+// handler while the interpreter is intact, makes the gates refuse every thread
+// but the one finalizing the interpreter, and waits, without the GIL, for the
+// calls already admitted to return. A refused kernel call raises a c10::Error
+// (autograd reports it); a refused release leaks its reference, which the
+// exiting process gives back anyway.
+//
+// A Python thread that waits for a backward pass is ended the same way when
+// the pass returns after finalization began; that is CPython and the autograd
+// engine, and happens with CPU tensors as well.
 class PythonCallGate {
  public:
-  // Counts the call in flight; throws a c10::Error once beginExit() has run,
-  // on any thread but the one that ran it.
+  // Admits the call, or throws a c10::Error once beginExit() has run on
+  // another thread.
   PythonCallGate();
+  // Admits the call or refuses it without throwing; see admitted().
+  explicit PythonCallGate(std::nothrow_t /*unused*/) noexcept;
   ~PythonCallGate();
   PythonCallGate(const PythonCallGate&) = delete;
   PythonCallGate& operator=(const PythonCallGate&) = delete;
+
+  bool admitted() const {
+    return admitted_;
+  }
+
+ private:
+  bool admitted_;
+};
+
+// The GIL for a call into Python from any thread: a PythonCallGate (which
+// throws when refused), then the GIL.
+class GilForCall {
+ public:
+  GilForCall() = default;
+
+ private:
+  PythonCallGate gate_;
+  py::gil_scoped_acquire gil_;
+};
+
+// An owned reference to a Python object that C++ may release on any thread,
+// at any time: with the GIL, through a non-throwing PythonCallGate. Once the
+// interpreter exits, a release on another thread, or after finalization, leaks
+// the reference instead.
+class OwnedPyObject {
+ public:
+  OwnedPyObject() = default;
+  // Takes a new reference to `obj`. Must hold the GIL.
+  explicit OwnedPyObject(py::handle obj) : obj_(obj.inc_ref().ptr()) {}
+  OwnedPyObject(OwnedPyObject&& other) noexcept;
+  OwnedPyObject& operator=(OwnedPyObject&& other) noexcept;
+  OwnedPyObject(const OwnedPyObject&) = delete;
+  OwnedPyObject& operator=(const OwnedPyObject&) = delete;
+  ~OwnedPyObject() {
+    reset();
+  }
+
+  void reset() noexcept;
+  // A new reference to the object, or None when empty. Must hold the GIL.
+  py::object get() const;
+  explicit operator bool() const {
+    return obj_ != nullptr;
+  }
+
+ private:
+  PyObject* obj_ = nullptr;
 };
 
 // Refuses later calls from other threads and waits up to `timeout_s` seconds
-// for those in flight. Returns whether they all returned. Called with the GIL
+// for those admitted. Returns whether they all returned. Called with the GIL
 // held, on the thread that finalizes the interpreter.
 bool beginExit(double timeout_s);
 
