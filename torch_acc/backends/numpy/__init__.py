@@ -26,6 +26,7 @@ from torch_acc.backend_registration import setup_privateuseone_for_python_backen
 
 from . import _common, _fft, _index, _linalg, _nn, _pointwise, _random, _reduce, _shape
 from ._common import DEVICE
+from ._foreach import foreach_kernels
 from ._random import NumpyGenerator
 
 __all__ = ["DEVICE", "NumpyGenerator", "register", "setup"]
@@ -42,6 +43,7 @@ def _kernels() -> dict:
                 f"registers too: {', '.join(sorted(twice))}"
             )
         kernels.update(module.KERNELS)
+    kernels.update(foreach_kernels(kernels))
     return kernels
 
 

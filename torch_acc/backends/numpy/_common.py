@@ -84,8 +84,21 @@ def promoted(result, a, b):
 
 
 def as_strided(payload, size, stride, storage_offset):
-    arr = np.asarray(payload)
+    arr = payload if type(payload) is _ndarray else np.asarray(payload)
     item = arr.itemsize
+    if arr.flags.c_contiguous or arr.flags.f_contiguous:
+        # A dense payload (nearly all are): the array constructor over its memory, which checks
+        # the view's bounds itself, costs a tenth of stride_tricks.as_strided. Strides are never
+        # negative, so element 0 is where the memory starts, in either order. An empty view
+        # addresses no element, wherever its offset points.
+        size = tuple(size)
+        return np.ndarray(
+            size,
+            arr.dtype,
+            buffer=arr if arr.flags.c_contiguous else arr.T,
+            offset=storage_offset * item if 0 not in size else 0,
+            strides=tuple(s * item for s in stride),
+        )
     extent = storage_offset + sum((s - 1) * st for s, st in zip(size, stride, strict=True)) + 1
     flat = np.lib.stride_tricks.as_strided(arr, (max(extent, storage_offset),), (item,))
     return np.lib.stride_tricks.as_strided(
