@@ -53,6 +53,25 @@ class TestWrap(TestCase):
                 self.assertEqual(t.dtype, dtype)
                 self.assertEqual(t.cpu(), torch.from_numpy(arr))
 
+    def test_unsupported_dtypes_name_the_operator(self):
+        # .to() allocates on the device first (empty_strided), then copies.
+        for make, op, dtype in [
+            (lambda: torch.ones(2, dtype=torch.uint64).to("npy"), "empty_strided", "uint64"),
+            (lambda: torch.ones(2).to("npy").chalf(), "empty_strided", "complex32"),
+            (
+                lambda: torch.empty(2, dtype=torch.uint16, device="npy"),
+                "empty.memory_format",
+                "uint16",
+            ),
+        ]:
+            with self.subTest(op=op, dtype=dtype):
+                with self.assertRaisesRegex(
+                    TypeError,
+                    rf"aten::{op}: the npy backend does not support dtype torch.{dtype}: "
+                    "expected one of torch.bool, torch.uint8",
+                ):
+                    make()
+
     def test_strides_from_payload(self):
         arr = np.arange(6, dtype=np.float32).reshape(2, 3).T
         t = wrap(arr)

@@ -183,17 +183,13 @@ void DeviceGuardImpl::destroyEvent(
   // Events may outlive the interpreter (a c10::Event in a static), or die on
   // an autograd device thread while it exits; then the reference is leaked
   // rather than released without a Python to release it (see Shutdown.h).
-  if (event == nullptr || !Py_IsInitialized()) {
+  if (event == nullptr) {
     return;
   }
-  const PythonCallGate gate(std::nothrow);
-  if (!gate.admitted()) {
+  const GilForRelease gil;
+  if (!gil.active()) {
     return;
   }
-  py::gil_scoped_acquire gil;
-  // A pending Python error must survive this call, which may run while an
-  // exception unwinds through a frame holding the event.
-  py::error_scope pending;
   if (py_.has(kDestroyEvent)) {
     try {
       py_.call(kDestroyEvent, py::handle(eventObject(event)), device_index);

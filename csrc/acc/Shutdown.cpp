@@ -56,20 +56,24 @@ OwnedPyObject& OwnedPyObject::operator=(OwnedPyObject&& other) noexcept {
   return *this;
 }
 
+GilForRelease::GilForRelease() noexcept {
+  if (gate_.admitted() && Py_IsInitialized()) {
+    gil_.emplace();
+    // A release may run while an exception unwinds through a frame holding
+    // the object; the pending Python error must survive it.
+    pending_.emplace();
+  }
+}
+
 void OwnedPyObject::reset() noexcept {
   PyObject* obj = std::exchange(obj_, nullptr);
-  if (obj == nullptr || !Py_IsInitialized()) {
+  if (obj == nullptr) {
     return;
   }
-  const PythonCallGate gate(std::nothrow);
-  if (!gate.admitted()) {
-    return;
+  const GilForRelease gil;
+  if (gil.active()) {
+    Py_DECREF(obj);
   }
-  py::gil_scoped_acquire gil;
-  // A pending Python error must survive the release, which may run while an
-  // exception unwinds through a frame holding the object.
-  py::error_scope pending;
-  Py_DECREF(obj);
 }
 
 py::object OwnedPyObject::get() const {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <new>
+#include <optional>
 
 namespace torch::acc {
 
@@ -63,10 +64,28 @@ class GilForCall {
   py::gil_scoped_acquire gil_;
 };
 
+// The GIL for releasing Python references from any thread, at any time (in a
+// destructor): held, with any pending Python error saved and restored, through
+// a non-throwing PythonCallGate. Not held once the interpreter is finalized,
+// or exits on another thread: then active() is false, and the caller leaks
+// what it would have released.
+class GilForRelease {
+ public:
+  GilForRelease() noexcept;
+
+  bool active() const {
+    return gil_.has_value();
+  }
+
+ private:
+  PythonCallGate gate_{std::nothrow};
+  std::optional<py::gil_scoped_acquire> gil_;
+  std::optional<py::error_scope> pending_;
+};
+
 // An owned reference to a Python object that C++ may release on any thread,
-// at any time: with the GIL, through a non-throwing PythonCallGate. Once the
-// interpreter exits, a release on another thread, or after finalization, leaks
-// the reference instead.
+// at any time, through GilForRelease: once the interpreter exits, a release on
+// another thread, or after finalization, leaks the reference instead.
 class OwnedPyObject {
  public:
   OwnedPyObject() = default;

@@ -26,13 +26,15 @@ TORCH_TO_NUMPY = {
 NUMPY_TO_TORCH = {np.dtype(v): k for k, v in TORCH_TO_NUMPY.items()}
 
 
-def np_dtype(dtype: torch.dtype):
-    """The NumPy dtype of a torch dtype; a ``TypeError`` naming the backend if it has none."""
+def np_dtype(dtype: torch.dtype, op: str | None = None):
+    """The NumPy dtype of a torch dtype; a ``TypeError`` naming the backend (and ``op``, the
+    operator asking, where given) if it has none."""
     try:
         return TORCH_TO_NUMPY[dtype]
     except KeyError:
         raise TypeError(
-            f"the {DEVICE} backend does not support dtype {dtype}: expected one of "
+            ("" if op is None else f"{op}: ")
+            + f"the {DEVICE} backend does not support dtype {dtype}: expected one of "
             f"{', '.join(str(d) for d in TORCH_TO_NUMPY)}"
         ) from None
 

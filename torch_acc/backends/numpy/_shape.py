@@ -12,7 +12,7 @@ from ._common import as_strided, np_dtype, NUMPY_TO_TORCH, result_type
 
 
 def _empty(size, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
-    dtype = np_dtype(dtype or torch.get_default_dtype())
+    dtype = np_dtype(dtype or torch.get_default_dtype(), "aten::empty.memory_format")
     size = tuple(size)
     if memory_format == torch.channels_last and len(size) == 4:
         n, c, h, w = size
@@ -24,7 +24,7 @@ def _empty(size, *, dtype=None, layout=None, device=None, pin_memory=None, memor
 
 
 def _empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
-    dtype = np.dtype(np_dtype(dtype or torch.get_default_dtype()))
+    dtype = np.dtype(np_dtype(dtype or torch.get_default_dtype(), "aten::empty_strided"))
     extent = sum((s - 1) * st for s, st in zip(size, stride, strict=True)) + 1
     flat = np.empty((max(extent, 0),), dtype)
     return np.lib.stride_tricks.as_strided(
