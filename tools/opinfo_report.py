@@ -212,10 +212,13 @@ def _first_line(err: BaseException) -> str:
 
 
 def names_op(message: str, op) -> bool:
-    """Whether an error message names an operator: the entry's own or an ATen one."""
+    """Whether an error message names an operator: the entry's own (or its backward, as
+    ``linalg_eig_backward``) or an ATen one."""
     names = {op.name, op.name.rsplit(".", 1)[-1], op.aten_name or ""}
     return bool(_ATEN_OP.search(message)) or any(
-        re.search(rf"(?<![\w.]){re.escape(n)}(?![\w])", message) for n in names if len(n) > 2
+        re.search(rf"(?<![\w.]){re.escape(n)}(?:_backward)?(?![\w])", message)
+        for n in names
+        if len(n) > 2
     )
 
 
