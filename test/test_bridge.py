@@ -52,6 +52,19 @@ class TestBridge(TestCase):
                 self.assertEqual(out.dtype, expected.dtype)
                 self.assertEqual(out.cpu(), expected)
 
+    def test_promotion_follows_the_default_dtype(self):
+        # An integer tensor and a Python float give the default dtype, read on every call.
+        ints = torch.arange(3, dtype=torch.int32)
+        before = torch.get_default_dtype()
+        try:
+            for default in (torch.float32, torch.float64, torch.float32):
+                torch.set_default_dtype(default)
+                with self.subTest(default=default):
+                    self.assertEqual((ints.to("npy") * 1.5).dtype, default)
+                    self.assertEqual((ints.to("npy") * 1.5).cpu(), ints * 1.5)
+        finally:
+            torch.set_default_dtype(before)
+
     def test_undefined_results(self):
         # A kernel returns None for an output that output_mask leaves out: an undefined tensor.
         x, w = torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3, 3)

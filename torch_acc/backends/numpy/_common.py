@@ -46,10 +46,14 @@ def kind(x):
     return (type(x), True)
 
 
-@functools.cache
 def result_type(*kinds) -> np.dtype:
     """The NumPy dtype of ``torch.result_type`` for operands described by :func:`kind`."""
+    # An integer tensor and a Python float give the default dtype, which may change.
+    return _result_type(torch.get_default_dtype(), kinds)
 
+
+@functools.cache
+def _result_type(default_dtype: torch.dtype, kinds: tuple) -> np.dtype:
     def operand(k):
         t, scalar = k
         if isinstance(t, torch.dtype):
