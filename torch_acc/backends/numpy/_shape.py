@@ -23,13 +23,23 @@ def _empty(size, *, dtype=None, layout=None, device=None, pin_memory=None, memor
     return np.empty(size, dtype)
 
 
+def _contiguous_strides(size: tuple) -> tuple:
+    """The strides, in elements, of a C-contiguous tensor of ``size`` (as PyTorch's)."""
+    strides, step = [], 1
+    for s in reversed(size):
+        strides.append(step)
+        step *= max(s, 1)
+    return tuple(reversed(strides))
+
+
 def _empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
     dtype = np.dtype(np_dtype(dtype or torch.get_default_dtype(), "aten::empty_strided"))
+    size, stride = tuple(size), tuple(stride)
+    if stride == _contiguous_strides(size):
+        return np.empty(size, dtype)  # ones_like(loss), clones: a tenth of the general path
     extent = sum((s - 1) * st for s, st in zip(size, stride, strict=True)) + 1
     flat = np.empty((max(extent, 0),), dtype)
-    return np.lib.stride_tricks.as_strided(
-        flat, tuple(size), tuple(s * dtype.itemsize for s in stride)
-    )
+    return np.lib.stride_tricks.as_strided(flat, size, tuple(s * dtype.itemsize for s in stride))
 
 
 def _scalar(x):
