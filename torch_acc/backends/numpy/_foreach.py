@@ -58,11 +58,14 @@ def _plan(foreach_schema, schema):
     ``index`` a position or None for a keyword; None when the schemas do not pair up."""
     targets = schema.arguments
     by_name = {a.name: i for i, a in enumerate(targets)}
-    plan = []
+    plan, taken = [], set()
     for i, arg in enumerate(foreach_schema.arguments):
         j = by_name.get(arg.name, i if i < len(targets) else None)
         if j is None or _is_list(targets[j]) or (arg.kwarg_only and arg.name not in by_name):
             return None
+        if j in taken:
+            return None  # two foreach arguments for one per-tensor argument
+        taken.add(j)
         target = targets[j]
         plan.append((None if target.kwarg_only else j, target.name, _is_list(arg)))
     positional = [j for j, _, _ in plan if j is not None]
