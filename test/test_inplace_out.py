@@ -58,6 +58,21 @@ class TestInplaceOut(TestCase):
     def test_arange_out_kernel(self):
         self.assertEqual(torch.arange(2, 11, 3, device="npy").cpu(), torch.arange(2, 11, 3))
 
+    def test_writing_to_a_broadcast_view_is_an_error(self):
+        # As on CPU: in-place arithmetic into an expanded tensor raises; fill_ may write it.
+        for op, args in (("add_", (2.0,)), ("mul_", (2.0,)), ("sub_", (torch.ones(3),))):
+            with self.subTest(op=op):
+                for device in ("cpu", "npy"):
+                    x = torch.ones(3, device=device).expand(2, 3)
+                    a = [t.to(device) if isinstance(t, torch.Tensor) else t for t in args]
+                    with self.assertRaisesRegex(
+                        RuntimeError, "more than one element of the written-to tensor"
+                    ):
+                        getattr(x, op)(*a)
+        x = torch.ones(3, device="npy").expand(2, 3)
+        x.fill_(2.0)
+        self.assertEqual(x.cpu(), torch.full((2, 3), 2.0))
+
     def test_inplace_through_view(self):
         base = torch.zeros(3, 4, device="npy")
         base[1].add_(torch.ones(4, device="npy"))

@@ -2,6 +2,7 @@
 """The NumPy backend's ``_foreach_*`` kernels against CPU, on the samples of PyTorch's foreach
 OpInfos (``torch.testing._internal.common_methods_invocations``)."""
 
+import numpy as np
 import torch
 from torch.testing._internal.common_methods_invocations import (
     foreach_binary_op_db,
@@ -15,6 +16,7 @@ from torch.utils._pytree import tree_map
 
 from torch_acc.backends import numpy as npy_backend
 from torch_acc.backends.numpy import _kernels
+from torch_acc.payload import wrap
 
 npy_backend.setup()
 
@@ -104,6 +106,31 @@ class TestForeachKernels(TestCase):
                 r"lists of \[2, 3\]",
             ):
                 torch.ops.aten._foreach_add.List(a, b)
+
+    def test_inplace_errors(self):
+        # An in-place foreach overload whose per-tensor kernel is out-of-place (sqrt) writes
+        # the result into each tensor, with the CPU's rules.
+        with self.assertRaisesRegex(
+            RuntimeError,
+            r"_foreach_sqrt_: result type torch.float32 can't be cast to the desired output "
+            r"type torch.int64 \(tensor 0 of the list\)",
+        ):
+            torch._foreach_sqrt_([torch.arange(3, device="npy")])
+        with self.assertRaisesRegex(
+            RuntimeError,
+            r"_foreach_sqrt_ \(tensor 1 of the list\): unsupported operation: more than one "
+            "element of the written-to tensor",
+        ):
+            ones = torch.ones(3, device="npy")
+            torch._foreach_sqrt_([ones, ones.expand(2, 3)])
+        read_only = np.ones(3, dtype=np.float32)
+        read_only.flags.writeable = False
+        with self.assertRaisesRegex(
+            RuntimeError,
+            "_foreach_sqrt_: cannot write tensor 0 of the list in place: assignment destination "
+            "is read-only",
+        ):
+            torch._foreach_sqrt_([wrap(read_only, device="npy")])
 
     def test_sgd_step_matches_cpu(self):
         torch.manual_seed(0)

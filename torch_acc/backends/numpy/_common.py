@@ -89,6 +89,21 @@ def promoted(result, a, b):
 # --- payload functions ------------------------------------------------------------------
 
 
+_OVERLAP = (
+    "unsupported operation: more than one element of the written-to tensor refers to a single "
+    "memory location. Please clone() the tensor before performing the operation."
+)
+
+
+def check_no_internal_overlap(op: str, target) -> None:
+    """As CPU's in-place kernels: writing to a tensor two of whose elements share memory (a
+    broadcast view, stride 0) is an error."""
+    if 0 in target.strides and any(
+        st == 0 and n > 1 for st, n in zip(target.strides, target.shape, strict=True)
+    ):
+        raise RuntimeError(f"{op}: {_OVERLAP}")
+
+
 def as_strided(payload, size, stride, storage_offset):
     arr = payload if type(payload) is _ndarray else np.asarray(payload)
     item = arr.itemsize

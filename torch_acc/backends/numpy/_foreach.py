@@ -13,7 +13,7 @@ argument gives each tensor its own element; any other argument is the same for a
 import numpy as np
 import torch
 
-from ._common import NUMPY_TO_TORCH
+from ._common import check_no_internal_overlap, NUMPY_TO_TORCH
 
 #: Foreach operators that get kernels, where the backend has the per-tensor kernels.
 _NAMES = (
@@ -79,6 +79,7 @@ def _plan(foreach_schema, schema):
 def _write(name: str, k: int, target, result) -> None:
     """An in-place result written into its tensor, which keeps its dtype (as on the CPU, a
     result that does not cast to it safely is an error)."""
+    check_no_internal_overlap(f"{name} (tensor {k} of the list)", target)
     have, want = np.dtype(result.dtype), target.dtype
     if have != want and not torch.can_cast(NUMPY_TO_TORCH[have], NUMPY_TO_TORCH[want]):
         raise RuntimeError(

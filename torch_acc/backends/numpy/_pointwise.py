@@ -17,7 +17,15 @@ import numpy as np
 import scipy.special as sp
 import torch
 
-from ._common import copy_into, DEVICE, kind, np_dtype, NUMPY_TO_TORCH, result_type
+from ._common import (
+    check_no_internal_overlap,
+    copy_into,
+    DEVICE,
+    kind,
+    np_dtype,
+    NUMPY_TO_TORCH,
+    result_type,
+)
 
 _ndarray = np.ndarray
 _BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -926,6 +934,7 @@ def _inplace(op, name):
     dtype (a result PyTorch would not cast to it is an error, as on the CPU)."""
 
     def kernel(self, *args, **kwargs):
+        check_no_internal_overlap(name, self)
         value = op(self, *args, **kwargs)
         dt = getattr(value, "dtype", None)
         if dt is not None and dt != self.dtype:
@@ -955,6 +964,7 @@ def _fast_inplace(uf, op, name):
         if (type(self) is _ndarray and type(other) is _ndarray and other.dtype is dt
                 and (dt.kind == "f" and dt.itemsize >= 4 or dt.kind == "c")
                 and self.flags.writeable and other.shape == self.shape):
+            check_no_internal_overlap(name, self)
             if alpha != 1:
                 other = np.multiply(other, alpha, dtype=dt)
             uf(self, other, out=self)
