@@ -3,6 +3,7 @@
 import os
 from pathlib import Path
 
+import numpy
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
@@ -37,7 +38,10 @@ setup(
         CppExtension(
             "torch_acc._C",
             sources,
-            include_dirs=[_include_root()],
+            # NumPy payloads' fields are read through NumPy's C API, as torch
+            # itself does (USE_NUMPY, torch/csrc/utils/numpy_stub.h).
+            include_dirs=[_include_root(), numpy.get_include()],
+            define_macros=[("USE_NUMPY", None)],
             extra_compile_args=["-O2", "-fvisibility=hidden"],
         )
     ],

@@ -126,5 +126,80 @@ tensor([[1.0000, 2.0000],
             library.impl("aten::no_such_op", lambda x: x)
 
 
+
+def _convention(op: torch._ops.OpOverload) -> str:
+    """How the PrivateUse1 kernel of an operator overload is registered: "boxed unboxed" or
+    "boxed" (torch's dispatcher table dump)."""
+    for line in torch._C._dispatch_dump(op._name).splitlines():
+        if line.startswith("PrivateUse1:"):
+            return line[line.rindex("[") + 1 : line.rindex("]")].strip()
+    raise AssertionError(f"no PrivateUse1 kernel for {op}")
+
+
+class TestCallingConventions(TestCase):
+    """Kernels of functional operators with a common signature take the unboxed calling
+    convention (no tensor copied onto a stack); boxed callers reach them through torch's
+    unboxing wrapper. Both paths give the CPU result."""
+
+    def _check(self, convention, op, fn, *args, **kwargs):
+        """``fn``, a Python function of torch that calls ``op`` from C++, and ``op`` itself
+        (an OpOverload: a boxed call), on npy copies of ``args``' tensors, against ``fn`` on
+        CPU."""
+        self.assertEqual(_convention(op), convention)
+
+        def on(device, f):
+            moved = [a.to(device, copy=True) if isinstance(a, torch.Tensor) else a for a in args]
+            out = f(*moved, **kwargs)
+            return (out[0] if isinstance(out, tuple) else out).cpu()
+
+        expected = on("cpu", fn)
+        self.assertEqual(on("npy", fn), expected)
+        self.assertEqual(on("npy", op), expected)
+
+    def test_unboxed_signatures(self):
+        x, y, z = torch.randn(3, 4), torch.randn(3, 4), torch.randn(4, 5)
+        aten = torch.ops.aten
+        cases = [
+            (aten.relu.default, torch.relu, x),
+            (aten.mm.default, torch.mm, x, z),
+            (aten.pow.Tensor_Scalar, torch.pow, x.abs(), 1.5),
+            (aten.add.Tensor, torch.add, x, y, {"alpha": 2}),
+            (aten.rsub.Scalar, torch.rsub, x, 2, {"alpha": 3}),
+            (aten.where.self, torch.where, x > 0, x, y),
+            (aten.addmm.default, torch.addmm, torch.randn(3, 5), x, z,
+             {"beta": 0.5, "alpha": 2}),
+            (aten._log_softmax.default, torch._log_softmax, x, 1, False),
+            (aten._log_softmax_backward_data.default, torch._log_softmax_backward_data,
+             y, x, 1, torch.float32),
+            (aten.sum.default, torch.sum, x, {"dtype": torch.float64}),
+            (aten.sum.dim_IntList, torch.sum, x, [0], True),
+        ]
+        for op, fn, *args in cases:
+            kwargs = args.pop() if isinstance(args[-1], dict) else {}
+            with self.subTest(op=str(op)):
+                self._check("boxed unboxed", op, fn, *args, **kwargs)
+
+    def test_other_signatures_stay_boxed(self):
+        x = torch.randn(3, 4)
+        aten = torch.ops.aten
+        cases = [
+            # int? is not ScalarType? (both are ints to a schema's type()).
+            (aten.count_nonzero.default, torch.count_nonzero, x, 1),
+            # SymInt[]: its C++ type is not int[]'s.
+            (aten.roll.default, torch.roll, x, [1], [0]),
+            # Aliasing: an in-place overload.
+            (aten.add_.Tensor, torch.Tensor.add_, x, x),
+            # Two results.
+            (aten.max.dim, torch.max, x, 1),
+        ]
+        for op, fn, *args in cases:
+            with self.subTest(op=str(op)):
+                self._check("boxed", op, fn, *args)
+
+    def test_unboxed_argument_errors(self):
+        # The unboxed path checks devices as the boxed one does.
+        with self.assertRaisesRegex(RuntimeError, "Expected all tensors to be on the same"):
+            torch.mm(torch.randn(2, 2, device="npy"), torch.randn(2, 2))
+
 if __name__ == "__main__":
     run_tests()

@@ -14,10 +14,13 @@
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/csrc/utils/numpy_stub.h>
+#include <torch/csrc/utils/tensor_numpy.h>
 #include <torch/library.h>
 
 #include <algorithm>
 #include <memory>
+#include <tuple>
 #include <unordered_map>
 
 namespace torch::acc {
@@ -83,32 +86,26 @@ const at::Tensor* payloadTensor(py::handle payload) {
   return &THPVariable_Unpack(payload.ptr());
 }
 
-// Strides (in elements) of a payload: those of a torch.Tensor payload (a
-// backend that keeps CPU tensors, say), else from `payload.strides` (bytes,
-// NumPy-style) when it has them, else contiguous.
-c10::DimVector payloadStrides(
-    py::handle payload,
-    const at::Tensor* tensor,
-    c10::IntArrayRef sizes,
+#ifdef USE_NUMPY
+// The NumPy array a payload is, or nullptr.
+PyArrayObject* payloadArray(py::handle payload) {
+  if (!torch::utils::is_numpy_available() || !PyArray_Check(payload.ptr())) {
+    return nullptr;
+  }
+  return reinterpret_cast<PyArrayObject*>(payload.ptr());
+}
+#endif
+
+// Strides in elements from NumPy-style strides in bytes.
+c10::DimVector elementStrides(
+    c10::DimVector bytes,
+    size_t ndim,
     c10::ScalarType dtype) {
-  if (tensor != nullptr) {
-    return c10::DimVector(tensor->strides());
-  }
-  PyObject* attr = PyObject_GetAttr(payload.ptr(), attrNames().strides);
-  if (attr == nullptr) {
-    PyErr_Clear();
-    return c10::contiguous_strides(sizes);
-  }
-  py::object strides = py::reinterpret_steal<py::object>(attr);
-  if (strides.is_none()) {
-    return c10::contiguous_strides(sizes);
-  }
-  auto bytes = toInts(strides, "payload.strides");
   const auto item = static_cast<int64_t>(c10::elementSize(dtype));
   TORCH_CHECK_VALUE(
-      bytes.size() == sizes.size(),
+      bytes.size() == ndim,
       "expected payload.strides to have ",
-      sizes.size(),
+      ndim,
       " entries (one per dimension), but got ",
       bytes.size());
   for (auto& b : bytes) {
@@ -124,6 +121,81 @@ c10::DimVector payloadStrides(
   }
   return bytes;
 }
+
+// A payload's sizes, dtype and strides: those of a torch.Tensor payload (a
+// backend that keeps CPU tensors, say); a NumPy array's, read through NumPy's
+// C API (every kernel result is one for the NumPy backend, and the attributes
+// make a tuple per field); else its `shape`, `dtype` and `strides` (bytes,
+// NumPy-style; contiguous when it has none).
+class PayloadFields {
+ public:
+  explicit PayloadFields(py::handle payload)
+      : payload_(payload), tensor_(payloadTensor(payload)) {
+#ifdef USE_NUMPY
+    if (tensor_ == nullptr) {
+      array_ = payloadArray(payload);
+    }
+#endif
+  }
+
+  c10::DimVector sizes() const {
+    if (tensor_ != nullptr) {
+      return c10::DimVector(tensor_->sizes());
+    }
+#ifdef USE_NUMPY
+    if (array_ != nullptr) {
+      const npy_intp* dims = PyArray_DIMS(array_);
+      return c10::DimVector(dims, dims + PyArray_NDIM(array_));
+    }
+#endif
+    return toInts(getAttr(payload_, attrNames().shape), "payload.shape");
+  }
+
+  c10::ScalarType dtype() const {
+    if (tensor_ != nullptr) {
+      return tensor_->scalar_type();
+    }
+#ifdef USE_NUMPY
+    if (array_ != nullptr) {
+      return scalarTypeOf(reinterpret_cast<PyObject*>(PyArray_DESCR(array_)));
+    }
+#endif
+    return scalarTypeOf(getAttr(payload_, attrNames().dtype));
+  }
+
+  c10::DimVector strides(c10::IntArrayRef sizes, c10::ScalarType dtype) const {
+    if (tensor_ != nullptr) {
+      return c10::DimVector(tensor_->strides());
+    }
+#ifdef USE_NUMPY
+    if (array_ != nullptr) {
+      const npy_intp* bytes = PyArray_STRIDES(array_);
+      return elementStrides(
+          c10::DimVector(bytes, bytes + PyArray_NDIM(array_)),
+          sizes.size(),
+          dtype);
+    }
+#endif
+    PyObject* attr = PyObject_GetAttr(payload_.ptr(), attrNames().strides);
+    if (attr == nullptr) {
+      PyErr_Clear();
+      return c10::contiguous_strides(sizes);
+    }
+    const auto strides = py::reinterpret_steal<py::object>(attr);
+    if (strides.is_none()) {
+      return c10::contiguous_strides(sizes);
+    }
+    return elementStrides(
+        toInts(strides, "payload.strides"), sizes.size(), dtype);
+  }
+
+ private:
+  py::handle payload_;
+  const at::Tensor* tensor_;
+#ifdef USE_NUMPY
+  PyArrayObject* array_ = nullptr;
+#endif
+};
 
 c10::DeviceIndex currentDevice() {
   return c10::impl::getDeviceGuardImpl(kPrivateUse1)->getDevice().index();
@@ -296,7 +368,6 @@ class Call {
 
   void generators(
       c10::SmallVector<py::object, 8>& args,
-      c10::SmallVector<PyObject*, 8>& argv,
       c10::DeviceIndex index,
       const char* op) {
     for (const auto& [i, generator] : generators_) {
@@ -305,7 +376,6 @@ class Call {
                     : at::globalContext().defaultGenerator(
                           c10::Device(kPrivateUse1, index)),
           op);
-      argv[i] = args[i].ptr();
     }
   }
 
@@ -385,17 +455,16 @@ class PythonKernel final : public c10::OperatorKernel {
     }
   }
 
+  // The boxed calling convention (every operator).
   void operator()(
       const c10::OperatorHandle& /*op*/,
       c10::DispatchKeySet /*ks*/,
-      torch::jit::Stack* stack) {
+      torch::jit::Stack* stack) const {
     const auto n = args_.size();
     const GilForCall gil; // see Shutdown.h
     Call call;
     c10::SmallVector<py::object, 8> args;
-    c10::SmallVector<PyObject*, 8> argv;
     args.reserve(n);
-    argv.reserve(n);
     auto inputs = torch::jit::last(*stack, n);
     for (size_t i = 0; i < n; ++i) {
       if (args_[i].kind == ValueKind::kGenerator) {
@@ -405,16 +474,9 @@ class PythonKernel final : public c10::OperatorKernel {
         args.push_back(
             call.arg(inputs[i], args_[i].kind, args_[i].optional_tensors));
       }
-      argv.push_back(args.back().ptr());
     }
-    const auto device_index = call.deviceIndex();
-    call.generators(args, argv, device_index, name_.c_str());
-    PyObject* raw = PyObject_Vectorcall(
-        fn_, argv.data(), n - nkw_, nkw_ == 0 ? nullptr : kwnames_);
-    if (raw == nullptr) {
-      throw py::error_already_set();
-    }
-    py::object result = py::reinterpret_steal<py::object>(raw);
+    c10::DeviceIndex device_index = -1;
+    py::object result = invoke(call, args, device_index);
 
     c10::SmallVector<c10::IValue, 2> outputs;
     for (size_t j = 0; j < returns_.size(); ++j) {
@@ -426,6 +488,21 @@ class PythonKernel final : public c10::OperatorKernel {
     for (auto& o : outputs) {
       stack->push_back(std::move(o));
     }
+  }
+
+  // The unboxed calling convention of the functional operators with one
+  // tensor result whose signatures UnboxedSignatures lists (no generators).
+  template <class... Args>
+  at::Tensor callUnboxed(const Args&... values) const {
+    const GilForCall gil; // see Shutdown.h
+    Call call;
+    c10::SmallVector<py::object, 8> args;
+    args.reserve(sizeof...(Args));
+    size_t i = 0;
+    (args.push_back(unboxedArg(call, args_[i++], values)), ...);
+    c10::DeviceIndex device_index = -1;
+    const py::object result = invoke(call, args, device_index);
+    return tensorResult(result, device_index);
   }
 
  private:
@@ -440,6 +517,45 @@ class PythonKernel final : public c10::OperatorKernel {
     c10::TypePtr type;
   };
 
+  static py::object unboxedArg(
+      Call& call,
+      const Arg& /*arg*/,
+      const at::Tensor& t) {
+    return call.tensorArg(t);
+  }
+
+  template <class T>
+  static py::object unboxedArg(Call& call, const Arg& arg, const T& value) {
+    return call.arg(c10::IValue(value), arg.kind, arg.optional_tensors);
+  }
+
+  // Calls the function with `args`, the converted arguments (generators
+  // filled in here), and sets `device_index` to the device of its results.
+  py::object invoke(
+      Call& call,
+      c10::SmallVector<py::object, 8>& args,
+      c10::DeviceIndex& device_index) const {
+    device_index = call.deviceIndex();
+    call.generators(args, device_index, name_.c_str());
+    c10::SmallVector<PyObject*, 8> argv;
+    argv.reserve(args.size());
+    for (const auto& a : args) {
+      argv.push_back(a.ptr());
+    }
+    PyObject* raw = PyObject_Vectorcall(
+        fn_, argv.data(), args.size() - nkw_, nkw_ == 0 ? nullptr : kwnames_);
+    if (raw == nullptr) {
+      throw py::error_already_set();
+    }
+    return py::reinterpret_steal<py::object>(raw);
+  }
+
+  // None: an undefined tensor, such as the gradients a backward operator's
+  // output_mask leaves out.
+  static at::Tensor tensorResult(py::handle r, c10::DeviceIndex device_index) {
+    return r.is_none() ? at::Tensor() : wrap(r, device_index);
+  }
+
   static c10::IValue output(
       const Return& ret,
       c10::ArrayRef<c10::IValue> inputs,
@@ -453,9 +569,7 @@ class PythonKernel final : public c10::OperatorKernel {
           rebindResult(mutated, args[*ret.aliased], r);
           return mutated;
         }
-        // None: an undefined tensor, such as the gradients a backward
-        // operator's output_mask leaves out.
-        return r.is_none() ? at::Tensor() : wrap(r, device_index);
+        return tensorResult(r, device_index);
       case Return::kTensorList: {
         std::vector<at::Tensor> tensors;
         for (py::handle item : r) {
@@ -476,6 +590,99 @@ class PythonKernel final : public c10::OperatorKernel {
   std::vector<Arg> args_;
   std::vector<Return> returns_;
 };
+
+// The common signatures of functional operators with one tensor result,
+// whose kernels take the unboxed calling convention (see makeKernel()): a boxed
+// call copies each tensor argument onto the stack, and where torch has
+// TensorImpl::incref_pyobject (2.13 does, 2.6 does not) copying a tensor
+// that has a Python object takes the GIL, and dropping the copy takes it
+// again. Unboxed, a kernel gets references.
+using TensorRef = const at::Tensor&;
+using ScalarRef = const c10::Scalar&;
+
+template <class... Args>
+struct Signature {};
+
+using UnboxedSignatures = std::tuple<
+    Signature<TensorRef>, // relu, exp
+    Signature<TensorRef, TensorRef>, // mm, mul.Tensor
+    Signature<TensorRef, ScalarRef>, // mul.Scalar
+    Signature<TensorRef, TensorRef, ScalarRef>, // add.Tensor
+    Signature<TensorRef, ScalarRef, ScalarRef>, // add.Scalar
+    Signature<TensorRef, TensorRef, TensorRef>, // where.self
+    Signature<TensorRef, TensorRef, TensorRef, ScalarRef, ScalarRef>, // addmm
+    Signature<TensorRef, int64_t, bool>, // _log_softmax
+    Signature<TensorRef, TensorRef, int64_t, c10::ScalarType>, // its backward
+    Signature<TensorRef, std::optional<c10::ScalarType>>, // sum
+    Signature<
+        TensorRef,
+        at::OptionalIntArrayRef,
+        bool,
+        std::optional<c10::ScalarType>>>; // sum.dim_IntList
+
+bool sameTypes(c10::ArrayRef<c10::Argument> a, c10::ArrayRef<c10::Argument> b) {
+  return std::equal(
+      a.begin(),
+      a.end(),
+      b.begin(),
+      b.end(),
+      [](const c10::Argument& x, const c10::Argument& y) {
+        return *x.real_type() == *y.real_type();
+      });
+}
+
+// Whether an operator's kernel can take a signature's unboxed calling
+// convention: a functional operator (nothing aliased) whose arguments and
+// result have the signature's types. Real types: a ScalarType is an int to
+// the schema's type(), and so is a SymInt, whose C++ type differs.
+template <class... Args>
+bool takes(const c10::FunctionSchema& schema, Signature<Args...> /*unused*/) {
+  static const auto inferred =
+      c10::inferFunctionSchemaFlattenedReturns<at::Tensor(Args...)>();
+  const auto aliased = [](const c10::Argument& a) {
+    return a.alias_info() != nullptr;
+  };
+  return std::none_of(
+             schema.arguments().begin(), schema.arguments().end(), aliased) &&
+      std::none_of(schema.returns().begin(), schema.returns().end(), aliased) &&
+      sameTypes(inferred.arguments(), schema.arguments()) &&
+      sameTypes(inferred.returns(), schema.returns());
+}
+
+// Sets `kernel` to the unboxed kernel of `python` for a signature the
+// operator takes, unless already set.
+template <class... Args>
+void unboxedFor(
+    std::optional<torch::CppFunction>& kernel,
+    std::unique_ptr<PythonKernel>& python,
+    const c10::FunctionSchema& schema,
+    Signature<Args...> signature) {
+  if (kernel || !takes(schema, signature)) {
+    return;
+  }
+  kernel.emplace(
+      [python = std::shared_ptr<const PythonKernel>(std::move(python))](
+          Args... args) { return python->callUnboxed(args...); });
+}
+
+// The kernel of a Python function for an operator: unboxed (which boxed
+// callers reach through torch's unboxing wrapper) for a signature above,
+// else boxed.
+torch::CppFunction makeKernel(
+    py::object fn,
+    const c10::FunctionSchema& schema) {
+  auto python = std::make_unique<PythonKernel>(std::move(fn), schema);
+  std::optional<torch::CppFunction> kernel;
+  std::apply(
+      [&](auto... signatures) {
+        (unboxedFor(kernel, python, schema, signatures), ...);
+      },
+      UnboxedSignatures{});
+  if (kernel) {
+    return std::move(*kernel);
+  }
+  return torch::CppFunction::makeFromBoxedFunctor(std::move(python));
+}
 
 // Storage extent (in elements) a tensor's metadata reaches.
 int64_t extent(const at::Tensor& t) {
@@ -997,27 +1204,19 @@ at::Tensor wrap(
     std::optional<c10::IntArrayRef> sizes,
     std::optional<c10::ScalarType> dtype,
     std::optional<c10::IntArrayRef> strides) {
-  const at::Tensor* tensor = payloadTensor(payload);
-  c10::DimVector s;
-  if (sizes) {
-    s.assign(sizes->begin(), sizes->end());
-  } else if (tensor != nullptr) {
-    s.assign(tensor->sizes().begin(), tensor->sizes().end());
-  } else {
-    s = toInts(getAttr(payload, attrNames().shape), "payload.shape");
-  }
+  const PayloadFields fields(payload);
+  c10::DimVector s =
+      sizes ? c10::DimVector(sizes->begin(), sizes->end()) : fields.sizes();
   for (const auto size : s) {
     TORCH_CHECK_VALUE(
         size >= 0,
         "expected non-negative sizes, but got ",
         c10::IntArrayRef(s));
   }
-  const auto st = dtype   ? *dtype
-      : tensor != nullptr ? tensor->scalar_type()
-                          : scalarTypeOf(getAttr(payload, attrNames().dtype));
+  const auto st = dtype ? *dtype : fields.dtype();
   c10::DimVector st_strides = strides
       ? c10::DimVector(strides->begin(), strides->end())
-      : payloadStrides(payload, tensor, s, st);
+      : fields.strides(s, st);
   TORCH_CHECK_VALUE(
       st_strides.size() == s.size(),
       "expected one stride per dimension (",
@@ -1037,17 +1236,16 @@ void rebind(const at::Tensor& tensor, py::handle result) {
       c10::get_privateuse1_backend(),
       "; in-place kernels must write into the payload they are given when "
       "it is a view");
-  const auto dtype = scalarTypeOf(getAttr(result, attrNames().dtype));
+  const PayloadFields fields(result);
+  const auto dtype = fields.dtype();
   TORCH_CHECK(
       dtype == tensor.scalar_type(),
       "expected the kernel to return a ",
       tensor.scalar_type(),
       " payload for the tensor it mutates, but got ",
       dtype);
-  const auto sizes =
-      toInts(getAttr(result, attrNames().shape), "payload.shape");
-  const auto strides =
-      payloadStrides(result, payloadTensor(result), sizes, dtype);
+  const auto sizes = fields.sizes();
+  const auto strides = fields.strides(sizes, dtype);
   impl.slot()->bind(result, sizes, strides);
   impl.set_sizes_and_strides(sizes, strides, 0);
 }
@@ -1099,9 +1297,7 @@ void registerKernel(const std::string& name, py::object fn) {
       name,
       "'");
   newLibrary().impl(
-      qualified.c_str(),
-      torch::CppFunction::makeFromBoxedFunctor(
-          std::make_unique<PythonKernel>(std::move(fn), handle->schema())));
+      qualified.c_str(), makeKernel(std::move(fn), handle->schema()));
 }
 
 void registerViewKernels() {
