@@ -151,6 +151,65 @@ class TestAutograd(TestCase):
             raise errors[0]
 
 
+class TestBackwardThreads(TestCase):
+    # The autograd engine runs a device's backward on a thread of its own; for a graph whose
+    # root is on a Python backend, torch_acc has it run on the calling thread (as the CPU's),
+    # since the kernels need the GIL the caller holds (torch_acc/_patches.py: run_backward).
+
+    def _threads(self, root_device):
+        """The threads the backward of an npy graph runs on, with its root on root_device."""
+        seen = []
+        x = torch.randn(4).to("npy").requires_grad_()
+        y = x * 2
+        y.register_hook(lambda g: seen.append(threading.get_ident()))
+        (y * y).sum().to(root_device).backward()
+        self.assertEqual(x.grad.cpu(), 8 * x.detach().cpu())
+        return seen
+
+    def test_npy_root_runs_on_calling_thread(self):
+        self.assertEqual(self._threads("npy"), [threading.get_ident()])
+        self.assertTrue(torch._C._is_multithreading_enabled())
+
+    def test_npy_root_from_another_thread(self):
+        seen, main = [], threading.get_ident()
+
+        def worker():
+            seen.append((threading.get_ident(), self._threads("npy")))
+
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+        [(ident, threads)] = seen
+        self.assertNotEqual(ident, main)
+        self.assertEqual(threads, [ident])
+
+    def test_cpu_root_keeps_the_device_thread(self):
+        # The root on the CPU: the engine sends npy's part to its device thread, as before.
+        [ident] = self._threads("cpu")
+        self.assertNotEqual(ident, threading.get_ident())
+
+    def test_autograd_grad_on_calling_thread(self):
+        seen = []
+        x = torch.randn(3).to("npy").requires_grad_()
+        y = x.exp()
+        y.register_hook(lambda g: seen.append(threading.get_ident()))
+        (gx,) = torch.autograd.grad(y.sum(), x)
+        self.assertEqual(gx.cpu(), x.detach().cpu().exp())
+        self.assertEqual(seen, [threading.get_ident()])
+
+    def test_hook_error_propagates(self):
+        # The guard's Python methods run while the hook's error unwinds (stream and device
+        # guards' destructors) and must leave it pending; multithreading is restored.
+        for root in ("npy", "cpu"):
+            with self.subTest(root=root):
+                x = torch.randn(3).to("npy").requires_grad_()
+                y = x * 2
+                y.register_hook(lambda g: 1 / 0)
+                with self.assertRaises(ZeroDivisionError):
+                    y.sum().to(root).backward()
+                self.assertTrue(torch._C._is_multithreading_enabled())
+
+
 class TestInterpreterExit(TestCase):
     # At exit, a thread the interpreter did not create (an autograd device thread) must not
     # ask for the GIL once finalization begins: CPython ends it with pthread_exit, and the

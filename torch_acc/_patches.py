@@ -16,6 +16,7 @@ __all__ = [
     "autocast_device_type",
     "prints_through_cpu",
     "reduce_payload_tensor",
+    "run_backward",
     "untyped_storage_of",
 ]
 
@@ -24,7 +25,9 @@ __all__ = [
 #: that occurs once in that function; the new text may call ``helper`` (a function of this
 #: module; in-tree it is added to ``module`` as ``_<helper>``). ``tools/gen_series.py`` reads
 #: this literal to make the same change in the source. Each ``old`` is the same in torch 2.6
-#: to 2.14.
+#: to 2.14. ``aliases`` names other modules' references to the function, which torch took at
+#: import (``from .graph import _engine_run_backward``): they are rebound at run time; in-tree
+#: they take the changed function at import.
 SOURCE_CHANGES = (
     {
         "module": "torch._subclasses.meta_utils",
@@ -80,6 +83,18 @@ SOURCE_CHANGES = (
         ),
         "helper": "autocast_device_type",
     },
+    {
+        "module": "torch.autograd.graph",
+        "function": "_engine_run_backward",
+        "lines": (
+            (
+                "return Variable._execution_engine.run_backward(",
+                "return _run_backward(Variable._execution_engine,",
+            ),
+        ),
+        "helper": "run_backward",
+        "aliases": ("torch.autograd._engine_run_backward",),
+    },
 )
 
 
@@ -113,6 +128,30 @@ def reduce_payload_tensor(t: "torch.Tensor"):
     if not _C.is_payload_tensor(t):
         return None
     return library._reduce(t)
+
+
+def run_backward(engine, t_outputs, *args, **kwargs):
+    """``engine.run_backward(t_outputs, *args, **kwargs)``, on the calling thread when a
+    root of the graph is a tensor of a Python backend.
+
+    The autograd engine runs the backward of every device but the CPU on a thread of its own
+    per device, as CUDA needs: ``backward()`` hands the graph over to that thread and waits
+    for it, having released the GIL, and every kernel there takes the GIL back. A Python
+    backend's kernels hold the GIL anyway, so that thread only adds two hand-offs per
+    ``backward()`` and a GIL hand-off per kernel. With multithreading disabled (the
+    documented ``torch.autograd.set_multithreading_enabled``, for the call only) the
+    calling thread runs the graph, as it does for the CPU. A graph whose roots are on
+    another device keeps the engine's threads.
+    """
+    from torch_acc import _C
+
+    name = torch._C._get_privateuse1_backend_name()
+    if _C.is_python_backend() and any(
+        isinstance(t, torch.Tensor) and t.device.type == name for t in t_outputs
+    ):
+        with torch.autograd.set_multithreading_enabled(False):
+            return engine.run_backward(t_outputs, *args, **kwargs)
+    return engine.run_backward(t_outputs, *args, **kwargs)
 
 
 def prints_through_cpu(t: torch.Tensor) -> bool:
@@ -186,6 +225,16 @@ def _apply_source_change(change: dict) -> None:
     changed = namespace[name]
     changed._torch_acc_source_change = True
     setattr(owner, name, changed)
+    for alias in change.get("aliases", ()):
+        alias_module, attr = alias.rsplit(".", 1)
+        holder = importlib.import_module(alias_module)
+        if getattr(holder, attr) is not function:
+            raise RuntimeError(
+                f"torch {torch.__version__}: expected {alias} to be "
+                f"{change['module']}.{change['function']}; the series' change needs updating "
+                "(torch_acc/_patches.py)"
+            )
+        setattr(holder, attr, changed)
 
 
 _ORIGINALS: dict[str, object] = {}

@@ -40,10 +40,15 @@ class PythonMethods {
   }
 
   // Calls a method that `has()` reported, with the GIL held. A Python
-  // exception becomes a c10::Error naming the object and the method.
+  // exception becomes a c10::Error naming the object and the method. A Python
+  // error already pending is set aside for the call and restored after it:
+  // guards call in while an exception unwinds (a stream or device guard's
+  // destructor, after a hook raised), and a call with an error set would
+  // clear or replace it.
   template <typename... Args>
   py::object call(size_t method, Args&&... args) const {
     const GilForCall gil;
+    const py::error_scope pending;
     try {
       return py::handle(methods_[method])(std::forward<Args>(args)...);
     } catch (py::error_already_set& e) {
