@@ -73,6 +73,17 @@ class TestInplaceOut(TestCase):
         x.fill_(2.0)
         self.assertEqual(x.cpu(), torch.full((2, 3), 2.0))
 
+    def test_writing_to_an_empty_broadcast_view(self):
+        # No element to share memory: CPU writes (nothing), and so does npy. (Backward
+        # formulas do this with the gradients of empty inputs: mish, aminmax, group_norm.)
+        for device in ("cpu", "npy"):
+            with self.subTest(device=device):
+                x = torch.zeros(1, 0, 3, device=device).expand(2, 0, 3)
+                self.assertEqual(x.stride()[0], 0)
+                x.add_(1)
+                x.sub_(torch.ones(3, device=device))
+                self.assertEqual(x.shape, (2, 0, 3))
+
     def test_inplace_through_view(self):
         base = torch.zeros(3, 4, device="npy")
         base[1].add_(torch.ones(4, device="npy"))

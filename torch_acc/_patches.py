@@ -137,7 +137,7 @@ def run_backward(engine, t_outputs, *args, **kwargs):
     The autograd engine runs the backward of every device but the CPU on a thread of its own
     per device, as CUDA needs: ``backward()`` hands the graph over to that thread and waits
     for it, having released the GIL, and every kernel there takes the GIL back. A Python
-    backend's kernels hold the GIL anyway, so that thread only adds two hand-offs per
+    backend's kernels need the GIL anyway, so that thread only adds two hand-offs per
     ``backward()`` and a GIL hand-off per kernel. With multithreading disabled (the
     documented ``torch.autograd.set_multithreading_enabled``, for the call only) the
     calling thread runs the graph, as it does for the CPU. A graph whose roots are on

@@ -97,8 +97,8 @@ _OVERLAP = (
 
 def check_no_internal_overlap(op: str, target) -> None:
     """As CPU's in-place kernels: writing to a tensor two of whose elements share memory (a
-    broadcast view, stride 0) is an error."""
-    if 0 in target.strides and any(
+    broadcast view, stride 0) is an error; an empty tensor has no such elements."""
+    if target.size and 0 in target.strides and any(
         st == 0 and n > 1 for st, n in zip(target.strides, target.shape, strict=True)
     ):
         raise RuntimeError(f"{op}: {_OVERLAP}")
