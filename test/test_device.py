@@ -133,6 +133,23 @@ tensor([[ 1.5000, -2.0000],
         ):
             _apply_source_change(change)
 
+    def test_source_change_alias_that_no_longer_matches(self):
+        # An alias (another module's reference to the changed function) that holds something
+        # else is an error too, raised before anything is changed.
+        change = {
+            "module": "torch._tensor_str",
+            "function": "_tensor_str",
+            "lines": (),
+            "aliases": ("torch._tensor_str._str",),
+        }
+        before = torch._tensor_str._tensor_str
+        with self.assertRaisesRegex(
+            RuntimeError,
+            r"expected torch\._tensor_str\._str to be torch\._tensor_str\._tensor_str",
+        ):
+            _apply_source_change(change)
+        self.assertIs(torch._tensor_str._tensor_str, before)
+
     def test_index_out_of_range(self):
         with self.assertRaisesRegex(ValueError, r"expected a device index in \[0, 1\)"):
             _C.create_empty_tensor((2,), torch.float32, 1)

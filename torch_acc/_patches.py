@@ -204,6 +204,17 @@ def _apply_source_change(change: dict) -> None:
     function = getattr(owner, name)
     if getattr(function, "_torch_acc_source_change", False):
         return  # applied already
+    aliases = []
+    for alias in change.get("aliases", ()):
+        alias_module, attr = alias.rsplit(".", 1)
+        holder = importlib.import_module(alias_module)
+        if getattr(holder, attr, None) is not function:
+            raise RuntimeError(
+                f"torch {torch.__version__}: expected {alias} to be "
+                f"{change['module']}.{change['function']}; the series' change needs updating "
+                "(torch_acc/_patches.py)"
+            )
+        aliases.append((holder, attr))
     # The lines are changed before the source is dedented: a new text of several lines
     # carries the indentation of the file, as the series' change of the source does.
     source = inspect.getsource(function)
@@ -225,15 +236,7 @@ def _apply_source_change(change: dict) -> None:
     changed = namespace[name]
     changed._torch_acc_source_change = True
     setattr(owner, name, changed)
-    for alias in change.get("aliases", ()):
-        alias_module, attr = alias.rsplit(".", 1)
-        holder = importlib.import_module(alias_module)
-        if getattr(holder, attr) is not function:
-            raise RuntimeError(
-                f"torch {torch.__version__}: expected {alias} to be "
-                f"{change['module']}.{change['function']}; the series' change needs updating "
-                "(torch_acc/_patches.py)"
-            )
+    for holder, attr in aliases:
         setattr(holder, attr, changed)
 
 
