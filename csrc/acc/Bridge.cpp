@@ -612,7 +612,8 @@ using UnboxedSignatures = std::tuple<
     Signature<TensorRef, TensorRef, TensorRef>, // where.self
     Signature<TensorRef, TensorRef, TensorRef, ScalarRef, ScalarRef>, // addmm
     Signature<TensorRef, int64_t, bool>, // _log_softmax
-    Signature<TensorRef, TensorRef, int64_t, c10::ScalarType>, // its backward
+    // _log_softmax_backward_data
+    Signature<TensorRef, TensorRef, int64_t, c10::ScalarType>,
     Signature<TensorRef, std::optional<c10::ScalarType>>, // sum
     Signature<
         TensorRef,
@@ -631,22 +632,26 @@ bool sameTypes(c10::ArrayRef<c10::Argument> a, c10::ArrayRef<c10::Argument> b) {
       });
 }
 
-// Whether an operator's kernel can take a signature's unboxed calling
-// convention: a functional operator (nothing aliased) whose arguments and
-// result have the signature's types. Real types: a ScalarType is an int to
-// the schema's type(), and so is a SymInt, whose C++ type differs.
+// Whether an operator's arguments and results have a signature's types.
+// Real types: a ScalarType is an int to the schema's type(), and so is a
+// SymInt, whose C++ type differs.
 template <class... Args>
 bool takes(const c10::FunctionSchema& schema, Signature<Args...> /*unused*/) {
   static const auto inferred =
       c10::inferFunctionSchemaFlattenedReturns<at::Tensor(Args...)>();
+  return sameTypes(inferred.arguments(), schema.arguments()) &&
+      sameTypes(inferred.returns(), schema.returns());
+}
+
+// Whether nothing in an operator's schema is aliased (no in-place, out= or
+// view overload): the unboxed signatures above are those of such operators.
+bool functional(const c10::FunctionSchema& schema) {
   const auto aliased = [](const c10::Argument& a) {
     return a.alias_info() != nullptr;
   };
   return std::none_of(
              schema.arguments().begin(), schema.arguments().end(), aliased) &&
-      std::none_of(schema.returns().begin(), schema.returns().end(), aliased) &&
-      sameTypes(inferred.arguments(), schema.arguments()) &&
-      sameTypes(inferred.returns(), schema.returns());
+      std::none_of(schema.returns().begin(), schema.returns().end(), aliased);
 }
 
 // Sets `kernel` to the unboxed kernel of `python` for a signature the
@@ -672,14 +677,16 @@ torch::CppFunction makeKernel(
     py::object fn,
     const c10::FunctionSchema& schema) {
   auto python = std::make_unique<PythonKernel>(std::move(fn), schema);
-  std::optional<torch::CppFunction> kernel;
-  std::apply(
-      [&](auto... signatures) {
-        (unboxedFor(kernel, python, schema, signatures), ...);
-      },
-      UnboxedSignatures{});
-  if (kernel) {
-    return std::move(*kernel);
+  if (functional(schema)) {
+    std::optional<torch::CppFunction> kernel;
+    std::apply(
+        [&](auto... signatures) {
+          (unboxedFor(kernel, python, schema, signatures), ...);
+        },
+        UnboxedSignatures{});
+    if (kernel) {
+      return std::move(*kernel);
+    }
   }
   return torch::CppFunction::makeFromBoxedFunctor(std::move(python));
 }
