@@ -6,11 +6,12 @@ import subprocess
 import sys
 import textwrap
 import threading
+import unittest
 
 import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
-from torch_acc import _C
+from torch_acc import _C, _compat
 from torch_acc.backend_registration import setup_privateuseone_for_python_backend
 from torch_acc.backends import numpy as npy_backend
 
@@ -133,6 +134,44 @@ class TestAutograd(TestCase):
 
     def test_backward_device_1(self):
         _grad_check(self, "npy:1")
+
+    @unittest.skipUnless(
+        _compat.ENGINE_RECORDS_STREAMS_ACROSS_DEVICES,
+        "this torch's engine passes gradients between devices without their storage",
+    )
+    def test_backward_across_devices_names_the_limitation(self):
+        x = torch.randn(3, requires_grad=True)
+        y = ((x.to("npy:0") * 2).to("npy:1") * 3).sum()
+        with self.assertRaisesRegex(
+            RuntimeError,
+            r"backward cannot pass gradients between npy devices \(this graph uses npy:0, "
+            r"npy:1\).*through the CPU",
+        ):
+            y.backward()
+        self.assertIsNone(x.grad)
+
+    @unittest.skipIf(
+        _compat.ENGINE_RECORDS_STREAMS_ACROSS_DEVICES,
+        "this torch's engine needs the gradient's storage between devices: the test above",
+    )
+    def test_backward_across_devices(self):
+        a_cpu = torch.randn(3)
+        a = a_cpu.to("npy:0").requires_grad_()
+        (a.to("npy:1") * a.to("npy:1") + (a * 3).to("npy:1")).sum().backward()
+        self.assertEqual(a.grad.device, torch.device("npy:0"))
+        self.assertEqual(a.grad.cpu(), 2 * a_cpu + 3)
+
+    def test_backward_across_devices_through_the_cpu(self):
+        x = torch.randn(3, requires_grad=True)
+        ((x.to("npy:0") * 2).cpu().to("npy:1") * 3).sum().backward()
+        self.assertEqual(x.grad, torch.full((3,), 6.0))
+
+    def test_backward_error_on_one_device_is_kept(self):
+        x = torch.ones(3, device="npy:1", requires_grad=True)
+        y = x * 2
+        y.register_hook(lambda g: g.untyped_storage())
+        with self.assertRaisesRegex(RuntimeError, "^tensors on npy have no storage"):
+            y.sum().backward()
 
     def test_backward_from_thread(self):
         errors = []

@@ -22,6 +22,12 @@ PRIMS_READ_STORAGE = TORCH_VERSION < (2, 13)
 #: accelerator and deprecates the argument. The releases between are not checked.
 DATALOADER_NEEDS_PIN_MEMORY_DEVICE = TORCH_VERSION < (2, 13)
 
+#: Whether the autograd engine, passing a gradient between two devices' streams, records it on
+#: the consumer's stream through its storage (``InputBuffer::add``, as rewritten in 2025):
+#: backward across two devices of a Python backend then fails, and ``_patches.run_backward``
+#: says why. Seen on 2.13, not on 2.6; the releases between are not checked.
+ENGINE_RECORDS_STREAMS_ACROSS_DEVICES = TORCH_VERSION >= (2, 13)
+
 #: Whether ``torch.accelerator`` has memory functions (``memory_allocated``...), which read
 #: the device allocator (``c10::DeviceAllocator``; see ``csrc/acc/compat.h``). Not in 2.6.
 ACCELERATOR_MEMORY = hasattr(torch.accelerator, "memory_allocated")
