@@ -39,7 +39,7 @@ _FP32 = """
     linalg_tensorsolve fake_quantize_per_tensor_affine geqrf _lu_with_info qr svd
     triangular_solve fractional_max_pool2d fractional_max_pool3d adaptive_max_pool3d
     multilabel_margin_loss_forward linalg_qr linalg_cholesky_ex linalg_svd linalg_eig
-    linalg_eigh linalg_lstsq linalg_inv_ex
+    linalg_eigh linalg_lstsq linalg_inv_ex linalg_matrix_sqrth
 """
 _PROMOTE = "stack cat index_copy index_copy.dimname"
 

@@ -25,12 +25,29 @@ DATALOADER_NEEDS_PIN_MEMORY_DEVICE = TORCH_VERSION < (2, 13)
 #: Whether the autograd engine, passing a gradient between two devices' streams, records it on
 #: the consumer's stream through its storage (``InputBuffer::add``, as rewritten in 2025):
 #: backward across two devices of a Python backend then fails, and ``_patches.run_backward``
-#: says why. Seen on 2.13, not on 2.6; the releases between are not checked.
+#: says why. Seen on 2.13 and 2.14, not on 2.6; the releases between are not checked.
 ENGINE_RECORDS_STREAMS_ACROSS_DEVICES = TORCH_VERSION >= (2, 13)
 
 #: Whether ``torch.accelerator`` has memory functions (``memory_allocated``...), which read
 #: the device allocator (``c10::DeviceAllocator``; see ``csrc/acc/compat.h``). Not in 2.6.
 ACCELERATOR_MEMORY = hasattr(torch.accelerator, "memory_allocated")
+
+#: The error CPU raises for a subtraction with a bool tensor: ``NotImplementedError`` (a
+#: ``RuntimeError``) on 2.14, ``RuntimeError`` on 2.13 and 2.6; the releases between are not
+#: checked.
+BOOL_SUBTRACTION_ERROR = NotImplementedError if TORCH_VERSION >= (2, 14) else RuntimeError
+
+#: aten operators that a supported release removed, with the first release without them. A
+#: backend's kernel table may name them: its kernels for them are registered where they exist.
+REMOVED_ATEN_OPS = {"cholesky": (2, 14)}
+
+
+def aten_op_removed(name: str) -> bool:
+    """Whether this torch has removed the aten operator of ``name`` (``"cholesky"``, or an
+    overload such as ``"cholesky.out"``): see :data:`REMOVED_ATEN_OPS`."""
+    since = REMOVED_ATEN_OPS.get(name.split(".")[0])
+    return since is not None and TORCH_VERSION >= since
+
 
 def current_accelerator_setter():
     """``torch._C._accelerator_setCurrentAccelerator`` where torch has it, else None.

@@ -34,8 +34,8 @@ SOURCE_CHANGES = (
         "function": "MetaTensorDescriber.describe_tensor",
         "lines": (
             (
-                "storage = self.describe_storage(t.untyped_storage(), trace=trace)",
-                "storage = self.describe_storage(_untyped_storage_of(t), trace=trace)",
+                "self.describe_storage(t.untyped_storage(),",
+                "self.describe_storage(_untyped_storage_of(t),",
             ),
         ),
         "helper": "untyped_storage_of",

@@ -57,9 +57,13 @@ class PythonMethods {
   }
 
   // Converts the result of `call()`; a result of the wrong type is reported
-  // with what was expected and what came back. Must hold the GIL.
+  // with what was expected and what came back. Must hold the GIL. A pending
+  // Python error is set aside, as in `call()`: pybind11's integer caster
+  // clears the error indicator (the one of torch 2.14 does so even when it
+  // converts).
   template <typename T>
   T cast(size_t method, const py::object& result, const char* expected) const {
+    const py::error_scope pending;
     try {
       return result.cast<T>();
     } catch (py::cast_error&) {

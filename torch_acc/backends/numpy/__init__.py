@@ -20,7 +20,7 @@ import sys
 
 import torch
 
-from torch_acc import library, registry
+from torch_acc import _compat, library, registry
 from torch_acc._C import PrivateUse1Hooks
 from torch_acc.backend_registration import setup_privateuseone_for_python_backend
 
@@ -70,7 +70,8 @@ def setup() -> str:
             copy_into=_common.copy_into,
         )
         for name, kernel in _kernels().items():
-            library.impl(name, kernel)
+            if not _compat.aten_op_removed(name):
+                library.impl(name, kernel)
         _registered = True
     return DEVICE
 

@@ -17,6 +17,8 @@ import numpy as np
 import scipy.special as sp
 import torch
 
+from torch_acc import _compat
+
 from ._common import (
     check_no_internal_overlap,
     copy_into,
@@ -397,7 +399,7 @@ def _is_bool(x) -> bool:
 
 def _arith(uf, a, b, alpha=1):
     if uf is np.subtract and (_is_bool(a) or _is_bool(b)):
-        raise RuntimeError(
+        raise _compat.BOOL_SUBTRACTION_ERROR(
             "Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
             "trying to invert a mask, use the `~` or `logical_not()` operator instead."
         )
