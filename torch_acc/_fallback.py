@@ -13,7 +13,7 @@ import threading
 
 import torch
 
-from torch_acc import _C, library
+from torch_acc import library
 
 __all__ = ["MissingKernelError", "fallback"]
 
@@ -107,12 +107,6 @@ def _special(op, args, kwargs):
         return aten._copy_from(src, self, kwargs.get("non_blocking", False))
     if op is aten._local_scalar_dense.default:
         return args[0].cpu().item()
-    if op is aten.resize_.default:
-        self, size = args[0], list(args[1])
-        if list(self.shape) != size:
-            fresh = torch.empty(size, dtype=self.dtype, device=self.device)
-            _C.rebind(self, _C.payload(fresh))
-        return self
     return None
 
 
@@ -139,6 +133,8 @@ def _fall_back(op, backend: str, args: tuple, kwargs: dict):
     functional = _functional_of(op)
     out_names = {a.name for a in op._schema.arguments if a.is_out}
     functional_kwargs = {k: v for k, v in kwargs.items() if k not in out_names}
+    if functional is not None and out_names:
+        _reduce_in_out_dtype(functional, args, kwargs, functional_kwargs)
     if functional is not None and _has_kernel(functional):
         return _into(op, args, kwargs, functional(*args, **functional_kwargs))
     table = _decompositions()
@@ -153,6 +149,24 @@ def _fall_back(op, backend: str, args: tuple, kwargs: dict):
         missing = tuple(dict.fromkeys(m for m in e.missing if m != name)) or (name,)
         raise MissingKernelError(_message(op, backend, missing), missing) from e
     raise MissingKernelError(_message(op, backend, ()), (_user_name(op),))
+
+
+#: Reductions whose out= overload computes in the out tensor's dtype when no dtype is given
+#: (ATen's ``get_dtype_from_result``), as their functional overload does with ``dtype=``.
+_REDUCTIONS_IN_OUT_DTYPE = frozenset(
+    {"sum", "nansum", "prod", "mean", "cumsum", "cumprod"}
+)
+
+
+def _reduce_in_out_dtype(functional, args, kwargs, functional_kwargs) -> None:
+    """Sets ``dtype`` of a reduction's functional overload to its out tensor's dtype."""
+    name = functional._schema.name.split("::", 1)[-1]
+    if name not in _REDUCTIONS_IN_OUT_DTYPE or functional_kwargs.get("dtype") is not None:
+        return
+    if "dtype" in {a.name for a in functional._schema.arguments if a.kwarg_only}:
+        out = kwargs.get("out")
+        if isinstance(out, torch.Tensor):
+            functional_kwargs["dtype"] = out.dtype
 
 
 def _user_name(op) -> str:

@@ -60,6 +60,7 @@ def impl_payload(*, as_strided, to_cpu, from_cpu, copy_into):
         raise RuntimeError("the payload functions of this backend are already registered")
     _payload_functions.update(to_cpu=to_cpu, from_cpu=from_cpu, copy_into=copy_into)
     _C.set_as_strided(as_strided)
+    _C.set_copy_into(copy_into)
     lib = torch.library.Library("aten", "IMPL")
     lib.impl("_copy_from", _copy_from, "PrivateUse1")
     lib.impl("_copy_from_and_resize", _copy_from_and_resize, "PrivateUse1")

@@ -6,8 +6,12 @@
 #include <ATen/Context.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/InferSize.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/TensorUtils.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <ATen/ops/resolve_conj.h>
+#include <ATen/ops/resolve_neg.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/strides.h>
 #include <torch/csrc/Dtype.h>
@@ -19,6 +23,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <tuple>
 #include <unordered_map>
@@ -32,6 +37,7 @@ constexpr auto kPrivateUse1 = c10::DeviceType::PrivateUse1;
 // Backend functions, set once; strong references kept until exit (never
 // released, so nothing touches Python at shutdown).
 PyObject* view_fn = nullptr;
+PyObject* copy_fn = nullptr;
 PyObject* fallback_fn = nullptr;
 
 std::vector<std::unique_ptr<torch::Library>>& libraries() {
@@ -151,6 +157,26 @@ class PayloadFields {
     return toInts(getAttr(payload_, attrNames().shape), "payload.shape");
   }
 
+  // Whether the payload says what its shape, dtype and strides are (a tensor
+  // and a NumPy array always do; another object where it has the attribute).
+  bool hasShape() const {
+    return describesItself() || hasAttr(attrNames().shape);
+  }
+  bool hasDtype() const {
+    return describesItself() || hasAttr(attrNames().dtype);
+  }
+  bool hasStrides() const {
+    return describesItself() || hasAttr(attrNames().strides);
+  }
+
+  // How many elements the payload has, where it says so.
+  std::optional<int64_t> numel() const {
+    if (!hasShape()) {
+      return std::nullopt;
+    }
+    return c10::multiply_integers(sizes());
+  }
+
   c10::ScalarType dtype() const {
     if (tensor_ != nullptr) {
       return tensor_->scalar_type();
@@ -190,6 +216,26 @@ class PayloadFields {
   }
 
  private:
+  bool describesItself() const {
+#ifdef USE_NUMPY
+    if (array_ != nullptr) {
+      return true;
+    }
+#endif
+    return tensor_ != nullptr;
+  }
+
+  bool hasAttr(PyObject* name) const {
+    PyObject* attr = PyObject_GetAttr(payload_.ptr(), name);
+    if (attr == nullptr) {
+      PyErr_Clear();
+      return false;
+    }
+    const bool present = attr != Py_None;
+    Py_DECREF(attr);
+    return present;
+  }
+
   py::handle payload_;
   const at::Tensor* tensor_;
 #ifdef USE_NUMPY
@@ -294,6 +340,12 @@ class Call {
       } else if (t.device() != first_->device()) {
         mixedDevices(*first_, t);
       }
+      if (C10_UNLIKELY(t.is_conj() || t.is_neg())) {
+        // A payload holds plain values: the kernel gets them with the bits
+        // applied (for the operators PyTorch's conjugate and negative
+        // fallbacks let through, which CPU kernels read the bits of).
+        return materialize(resolveBits(t));
+      }
       return materialize(t);
     }
     if (t.dim() == 0 && t.device().is_cpu()) {
@@ -324,7 +376,17 @@ class Call {
     if (value.isTensorList() || (optional_tensors && value.isList())) {
       py::list out;
       for (const c10::IValue& item : value.toListRef()) {
-        out.append(item.isTensor() ? tensorArg(item.toTensor()) : py::none());
+        if (!item.isTensor()) {
+          out.append(py::none());
+        } else if (
+            optional_tensors && item.toTensor().defined() &&
+            item.toTensor().device().is_cpu()) {
+          // Indices (Tensor?[], as index and index_put take them) may be on
+          // the CPU, as CUDA accepts them: they are moved to the device.
+          out.append(indexArg(item.toTensor()));
+        } else {
+          out.append(tensorArg(item.toTensor()));
+        }
       }
       return std::move(out);
     }
@@ -332,6 +394,12 @@ class Call {
       device_ = value.toDevice();
     }
     return toPython(kind, value);
+  }
+
+  py::object indexArg(const at::Tensor& t) {
+    const auto index =
+        first_ != nullptr ? first_->device().index() : currentDevice();
+    return materialize(t.to(c10::Device(kPrivateUse1, index)));
   }
 
   // The device of the results: that of the payload tensors, else the
@@ -388,16 +456,79 @@ class Call {
   std::optional<c10::Device> device_;
 };
 
-// A tensor argument that a kernel mutates: after the call, the payload it
-// returned for it is bound to it (in-place and out= semantics).
-void rebindResult(
-    const at::Tensor& tensor,
-    py::handle given,
-    py::handle result) {
-  if (result.is_none() || result.is(given)) {
-    return; // The kernel wrote into the payload it was given.
+// Whether kernel results are compared with the operator's meta function
+// (setCheckKernels).
+std::atomic<bool> check_kernels{false};
+
+// The name of a Python function in errors: its qualified name.
+std::string functionName(PyObject* fn) {
+  const auto name = py::getattr(fn, "__qualname__", py::none());
+  return name.is_none() ? py::repr(fn).cast<std::string>()
+                        : name.cast<std::string>();
+}
+
+// A meta tensor with the metadata of `t`: what the operator's meta function is
+// given in place of a tensor on the device.
+at::Tensor metaOf(const at::Tensor& t) {
+  // CPU scalars stay: operators take them beside tensors of any device.
+  if (!t.defined() || t.is_meta() || (t.dim() == 0 && t.is_cpu())) {
+    return t;
   }
-  rebind(tensor, result);
+  return at::empty_strided(
+      t.sizes(), t.strides(), t.options().device(c10::kMeta));
+}
+
+c10::IValue metaOf(const c10::IValue& value) {
+  if (value.isTensor()) {
+    return metaOf(value.toTensor());
+  }
+  if (value.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const auto& t : value.toTensorVector()) {
+      out.push_back(metaOf(t));
+    }
+    return out;
+  }
+  if (value.isList()) {
+    const auto list = value.toList();
+    if (list.elementType()->isSubtypeOf(*c10::OptionalType::ofTensor())) {
+      c10::List<std::optional<at::Tensor>> out;
+      for (const c10::IValue item : list) {
+        out.push_back(
+            item.isTensor() ? std::optional<at::Tensor>(metaOf(item.toTensor()))
+                            : std::nullopt);
+      }
+      return out;
+    }
+  }
+  return value;
+}
+
+// Runs the operator's meta function on meta stand-ins of `inputs` (it raises
+// the errors CPU raises for invalid arguments, such as an out= tensor of a
+// dtype the result cannot be cast to). Its results, or nullopt where the
+// operator has no meta function.
+std::optional<torch::jit::Stack> runMeta(
+    const c10::OperatorHandle& op,
+    c10::ArrayRef<c10::IValue> inputs) {
+  torch::jit::Stack stack;
+  stack.reserve(inputs.size());
+  for (const auto& value : inputs) {
+    stack.push_back(metaOf(value));
+  }
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
+  } catch (const c10::NotImplementedError&) {
+    return std::nullopt;
+  }
+  return stack;
+}
+
+bool hasOutArguments(const c10::FunctionSchema& schema) {
+  const auto& args = schema.arguments();
+  return std::any_of(args.begin(), args.end(), [](const c10::Argument& a) {
+    return a.is_out();
+  });
 }
 
 // The mutable argument a return aliases (in-place and out= overloads).
@@ -417,15 +548,32 @@ std::optional<size_t> aliasedArg(
   return std::nullopt;
 }
 
+std::string describe(const at::Tensor& t) {
+  return c10::str(t.scalar_type(), " ", t.sizes());
+}
+
 // A registered Python kernel. How each argument and result converts is
 // worked out from the schema once, here, rather than on every call. Its
 // function and keyword names are strong references kept until exit, like the
 // registration itself (never released, so nothing touches Python at
 // shutdown).
+//
+// What the kernel returns is checked, always and cheaply: the number of
+// results, None only where the operator may leave a result undefined, no
+// input payload returned as the result of an operator that does not alias
+// its inputs, and payloads for mutated tensors of their dtype (and, in
+// place, their size). The results of out= overloads, and in checked mode
+// (setCheckKernels) every result, are compared with the operator's meta
+// function. Every violation names the operator and the kernel.
 class PythonKernel final : public c10::OperatorKernel {
  public:
-  PythonKernel(py::object fn, const c10::FunctionSchema& schema)
-      : fn_(fn.release().ptr()), name_(schema.name()) {
+  PythonKernel(py::object fn, const c10::OperatorHandle& op)
+      : fn_(fn.release().ptr()), op_(op), name_(op.schema().name()) {
+    const auto& schema = op.schema();
+    if (!schema.overload_name().empty()) {
+      name_ += "." + schema.overload_name();
+    }
+    has_out_ = hasOutArguments(schema);
     py::list kwnames;
     for (const auto& a : schema.arguments()) {
       if (a.kwarg_only()) {
@@ -438,9 +586,14 @@ class PythonKernel final : public c10::OperatorKernel {
         PyUnicode_InternInPlace(&name);
         kwnames.append(py::reinterpret_steal<py::object>(name));
       }
+      if (a.name() == "output_mask") {
+        undefined_ok_ = true;
+      }
       args_.push_back(
           {valueKind(a),
-           a.type()->isSubtypeOf(*c10::ListType::ofOptionalTensors())});
+           a.type()->isSubtypeOf(*c10::ListType::ofOptionalTensors()),
+           a.alias_info() != nullptr && a.alias_info()->isWrite(),
+           a.is_out()});
     }
     kwnames_ = py::tuple(kwnames).release().ptr();
     nkw_ = static_cast<size_t>(PyTuple_GET_SIZE(kwnames_));
@@ -450,6 +603,9 @@ class PythonKernel final : public c10::OperatorKernel {
         ret.kind = Return::kTensor;
       } else if (r.type()->isSubtypeOf(*c10::ListType::ofTensors())) {
         ret.kind = Return::kTensorList;
+      }
+      if (r.type()->kind() == c10::TypeKind::OptionalType) {
+        undefined_ok_ = true;
       }
       returns_.push_back(std::move(ret));
     }
@@ -462,27 +618,50 @@ class PythonKernel final : public c10::OperatorKernel {
       torch::jit::Stack* stack) const {
     const auto n = args_.size();
     const GilForCall gil; // see Shutdown.h
+    auto inputs = torch::jit::last(*stack, n);
+    // out=: CPU's argument checks before anything is written.
+    std::optional<torch::jit::Stack> meta;
+    if (has_out_ || checking()) {
+      meta = runMeta(op_, inputs);
+    }
     Call call;
     c10::SmallVector<py::object, 8> args;
     args.reserve(n);
-    auto inputs = torch::jit::last(*stack, n);
+    // Mutated tensors with conjugate or negative bits: the kernel gets a copy
+    // with the bits applied, which is written back after the call.
+    c10::SmallVector<std::pair<size_t, at::Tensor>, 1> resolved;
     for (size_t i = 0; i < n; ++i) {
       if (args_[i].kind == ValueKind::kGenerator) {
         call.generator(i, inputs[i]);
         args.push_back(py::none());
-      } else {
-        args.push_back(
-            call.arg(inputs[i], args_[i].kind, args_[i].optional_tensors));
+        continue;
       }
+      if (args_[i].mutated && inputs[i].isTensor()) {
+        if (!meta && sharesElements(inputs[i].toTensor())) {
+          // Whether CPU refuses to write into it depends on the operator:
+          // its meta function raises CPU's error where CPU does.
+          meta = runMeta(op_, inputs);
+        }
+        if (hasBits(inputs[i].toTensor())) {
+          resolved.emplace_back(i, resolveBits(inputs[i].toTensor()));
+          args.push_back(call.tensorArg(resolved.back().second));
+          continue;
+        }
+      }
+      args.push_back(
+          call.arg(inputs[i], args_[i].kind, args_[i].optional_tensors));
     }
     c10::DeviceIndex device_index = -1;
     py::object result = invoke(call, args, device_index);
 
     c10::SmallVector<c10::IValue, 2> outputs;
+    const auto results = resultItems(result);
     for (size_t j = 0; j < returns_.size(); ++j) {
-      py::object r = returns_.size() == 1 ? result : result[py::int_(j)];
-      outputs.push_back(
-          output(returns_[j], inputs, args, std::move(r), device_index));
+      outputs.push_back(output(
+          j, inputs, resolved, args, std::move(results[j]), device_index));
+    }
+    if (meta) {
+      checkAgainstMeta(outputs, *meta);
     }
     torch::jit::drop(*stack, n);
     for (auto& o : outputs) {
@@ -495,6 +674,12 @@ class PythonKernel final : public c10::OperatorKernel {
   template <class... Args>
   at::Tensor callUnboxed(const Args&... values) const {
     const GilForCall gil; // see Shutdown.h
+    std::optional<torch::jit::Stack> meta;
+    if (C10_UNLIKELY(checking())) {
+      const std::array<c10::IValue, sizeof...(Args)> inputs{
+          c10::IValue(values)...};
+      meta = runMeta(op_, inputs);
+    }
     Call call;
     c10::SmallVector<py::object, 8> args;
     args.reserve(sizeof...(Args));
@@ -502,13 +687,20 @@ class PythonKernel final : public c10::OperatorKernel {
     (args.push_back(unboxedArg(call, args_[i++], values)), ...);
     c10::DeviceIndex device_index = -1;
     const py::object result = invoke(call, args, device_index);
-    return tensorResult(result, device_index);
+    auto tensor = tensorResult(0, args, result, device_index);
+    if (meta) {
+      checkAgainstMeta({c10::IValue(tensor)}, *meta);
+    }
+    return tensor;
   }
 
  private:
   struct Arg {
     ValueKind kind;
     bool optional_tensors;
+    // Written by the operator (in-place and out= arguments).
+    bool mutated;
+    bool out;
   };
   struct Return {
     enum Kind : uint8_t { kTensor, kTensorList, kOther } kind;
@@ -516,6 +708,71 @@ class PythonKernel final : public c10::OperatorKernel {
     std::optional<size_t> aliased;
     c10::TypePtr type;
   };
+
+  static bool checking() {
+    return check_kernels.load(std::memory_order_relaxed);
+  }
+
+  static bool hasBits(const at::Tensor& t) {
+    return t.defined() && t.is_privateuseone() && (t.is_conj() || t.is_neg());
+  }
+
+  // Whether some elements of a tensor share memory (an expanded tensor).
+  static bool sharesElements(const at::Tensor& t) {
+    return t.defined() && t.numel() > 1 &&
+        at::has_internal_overlap(t) == at::MemOverlap::Yes;
+  }
+
+  [[noreturn]] void fail(const std::string& what) const {
+    TORCH_CHECK(
+        false,
+        "the ",
+        c10::get_privateuse1_backend(),
+        " kernel for ",
+        name_,
+        " (",
+        functionName(fn_),
+        ") ",
+        what);
+  }
+
+  // The results of a call, one per return of the schema.
+  c10::SmallVector<py::object, 2> resultItems(const py::object& result) const {
+    c10::SmallVector<py::object, 2> items;
+    if (returns_.empty()) {
+      return items; // An operator without results: nothing to check.
+    }
+    if (returns_.size() == 1) {
+      items.push_back(result);
+      return items;
+    }
+    if (!PyTuple_Check(result.ptr()) && !PyList_Check(result.ptr())) {
+      fail(
+          c10::str(
+              "returned ",
+              py::str(py::type::handle_of(result)).cast<std::string>(),
+              ", but the operator has ",
+              returns_.size(),
+              " results: expected a tuple of ",
+              returns_.size()));
+    }
+    const auto size =
+        static_cast<size_t>(PySequence_Fast_GET_SIZE(result.ptr()));
+    if (size != returns_.size()) {
+      fail(
+          c10::str(
+              "returned ",
+              size,
+              " results, but the operator has ",
+              returns_.size()));
+    }
+    for (size_t j = 0; j < size; ++j) {
+      items.push_back(
+          py::reinterpret_borrow<py::object>(
+              PySequence_Fast_GET_ITEM(result.ptr(), j)));
+    }
+    return items;
+  }
 
   static py::object unboxedArg(
       Call& call,
@@ -545,35 +802,128 @@ class PythonKernel final : public c10::OperatorKernel {
     PyObject* raw = PyObject_Vectorcall(
         fn_, argv.data(), args.size() - nkw_, nkw_ == 0 ? nullptr : kwnames_);
     if (raw == nullptr) {
-      throw py::error_already_set();
+      raiseFromKernel();
     }
     return py::reinterpret_steal<py::object>(raw);
   }
 
-  // None: an undefined tensor, such as the gradients a backward operator's
-  // output_mask leaves out.
-  static at::Tensor tensorResult(py::handle r, c10::DeviceIndex device_index) {
-    return r.is_none() ? at::Tensor() : wrap(r, device_index);
+  // Re-raises the Python error the kernel raised as one that names the
+  // operator and the kernel, of the same type where it can be made with a
+  // message (else of the built-in type it derives from), chained to the
+  // original.
+  [[noreturn]] void raiseFromKernel() const {
+    py::error_already_set original;
+    if (!original.matches(PyExc_Exception)) {
+      throw original;
+    }
+    const auto message = c10::str(
+        "in the ",
+        c10::get_privateuse1_backend(),
+        " kernel for ",
+        name_,
+        " (",
+        functionName(fn_),
+        "): ",
+        py::str(original.value()).cast<std::string>());
+    py::object wrapped;
+    py::handle type = original.type();
+    while (!type.is_none()) {
+      try {
+        wrapped = type(message);
+        if (PyObject_IsInstance(wrapped.ptr(), type.ptr()) == 1 &&
+            PyExceptionInstance_Check(wrapped.ptr())) {
+          break;
+        }
+      } catch (py::error_already_set&) {
+      }
+      wrapped = py::object();
+      // The next base class in the type's MRO that is built in.
+      py::handle next = py::none();
+      for (py::handle base : py::reinterpret_borrow<py::tuple>(
+               reinterpret_cast<PyTypeObject*>(type.ptr())->tp_mro)) {
+        if (!base.is(type) &&
+            PyObject_IsSubclass(base.ptr(), PyExc_Exception) == 1 &&
+            py::str(base.attr("__module__")).cast<std::string>() ==
+                "builtins") {
+          next = base;
+          break;
+        }
+      }
+      type = next;
+    }
+    if (!wrapped) {
+      wrapped = py::reinterpret_borrow<py::object>(PyExc_RuntimeError)(message);
+    }
+    PyException_SetCause(wrapped.ptr(), original.value().inc_ref().ptr());
+    PyException_SetContext(wrapped.ptr(), original.value().inc_ref().ptr());
+    PyErr_SetObject(
+        reinterpret_cast<PyObject*>(Py_TYPE(wrapped.ptr())), wrapped.ptr());
+    throw py::error_already_set();
   }
 
-  static c10::IValue output(
-      const Return& ret,
+  // The tensor of a functional result. None is an undefined tensor only where
+  // the operator may leave a result undefined (the gradients a backward
+  // operator's output_mask leaves out).
+  at::Tensor tensorResult(
+      size_t j,
+      c10::ArrayRef<py::object> args,
+      py::handle r,
+      c10::DeviceIndex device_index) const {
+    if (r.is_none()) {
+      if (!undefined_ok_) {
+        fail(
+            c10::str(
+                "returned None for result ",
+                j,
+                ", but the operator always has a tensor there"));
+      }
+      return at::Tensor();
+    }
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i].is(r)) {
+        fail(
+            c10::str(
+                "returned the payload of its argument '",
+                op_.schema().arguments()[i].name(),
+                "' as result ",
+                j,
+                ", but the operator's results do not alias its inputs; return a "
+                "new payload (a copy)"));
+      }
+    }
+    return wrap(r, device_index);
+  }
+
+  c10::IValue output(
+      size_t j,
       c10::ArrayRef<c10::IValue> inputs,
+      c10::ArrayRef<std::pair<size_t, at::Tensor>> resolved,
       c10::ArrayRef<py::object> args,
       py::object r,
-      c10::DeviceIndex device_index) {
+      c10::DeviceIndex device_index) const {
+    const auto& ret = returns_[j];
     switch (ret.kind) {
       case Return::kTensor:
         if (ret.aliased) {
-          const at::Tensor& mutated = inputs[*ret.aliased].toTensor();
-          rebindResult(mutated, args[*ret.aliased], r);
-          return mutated;
+          const auto i = *ret.aliased;
+          const at::Tensor& original = inputs[i].toTensor();
+          const at::Tensor* mutated = &original;
+          for (const auto& [k, copy] : resolved) {
+            if (k == i) {
+              mutated = &copy;
+            }
+          }
+          bindMutated(*mutated, i, args[i], r);
+          if (mutated != &original) {
+            original.copy_(*mutated);
+          }
+          return original;
         }
-        return tensorResult(r, device_index);
+        return tensorResult(j, args, r, device_index);
       case Return::kTensorList: {
         std::vector<at::Tensor> tensors;
         for (py::handle item : r) {
-          tensors.push_back(wrap(item, device_index));
+          tensors.push_back(tensorResult(j, args, item, device_index));
         }
         return tensors;
       }
@@ -583,10 +933,103 @@ class PythonKernel final : public c10::OperatorKernel {
     return torch::jit::toIValue(r, ret.type);
   }
 
+  // A tensor the kernel mutates: the payload it returned for it (unless it
+  // wrote into the one it was given, or returned None) is bound to it.
+  void bindMutated(
+      const at::Tensor& tensor,
+      size_t i,
+      py::handle given,
+      py::handle result) const {
+    if (result.is_none() || result.is(given)) {
+      return;
+    }
+    const PayloadFields fields(result);
+    const auto dtype = fields.dtype();
+    if (dtype != tensor.scalar_type()) {
+      fail(
+          c10::str(
+              "returned a ",
+              dtype,
+              " payload for the tensor it mutates ('",
+              op_.schema().arguments()[i].name(),
+              "'), which is ",
+              tensor.scalar_type()));
+    }
+    if (!args_[i].out && !tensor.sizes().equals(fields.sizes())) {
+      fail(
+          c10::str(
+              "returned a payload of shape ",
+              c10::IntArrayRef(fields.sizes()),
+              " for the tensor it mutates in place ('",
+              op_.schema().arguments()[i].name(),
+              "'), whose shape is ",
+              tensor.sizes()));
+    }
+    rebind(tensor, result);
+  }
+
+  // The results against those of the operator's meta function: shapes and
+  // dtypes.
+  void checkAgainstMeta(
+      c10::ArrayRef<c10::IValue> outputs,
+      const torch::jit::Stack& meta) const {
+    const auto compare =
+        [&](size_t j, const at::Tensor& got, const at::Tensor& expected) {
+          if (got.defined() != expected.defined()) {
+            fail(
+                c10::str(
+                    "returned ",
+                    got.defined() ? describe(got) : "None",
+                    " for result ",
+                    j,
+                    ", but the operator's meta function gives ",
+                    expected.defined() ? describe(expected)
+                                       : "an undefined tensor"));
+          }
+          if (got.defined() &&
+              (got.scalar_type() != expected.scalar_type() ||
+               !got.sizes().equals(expected.sizes()))) {
+            fail(
+                c10::str(
+                    "returned ",
+                    describe(got),
+                    " for result ",
+                    j,
+                    ", but the operator's meta function gives ",
+                    describe(expected)));
+          }
+        };
+    for (size_t j = 0; j < outputs.size() && j < meta.size(); ++j) {
+      if (outputs[j].isTensor() && meta[j].isTensor()) {
+        compare(j, outputs[j].toTensor(), meta[j].toTensor());
+      } else if (outputs[j].isTensorList() && meta[j].isTensorList()) {
+        const auto got = outputs[j].toTensorVector();
+        const auto expected = meta[j].toTensorVector();
+        if (got.size() != expected.size()) {
+          fail(
+              c10::str(
+                  "returned ",
+                  got.size(),
+                  " tensors for result ",
+                  j,
+                  ", but the operator's meta function gives ",
+                  expected.size()));
+        }
+        for (size_t k = 0; k < got.size(); ++k) {
+          compare(j, got[k], expected[k]);
+        }
+      }
+    }
+  }
+
   PyObject* fn_;
+  c10::OperatorHandle op_;
   std::string name_;
   PyObject* kwnames_;
   size_t nkw_;
+  bool has_out_ = false;
+  // Whether a tensor result may be undefined (None).
+  bool undefined_ok_ = false;
   std::vector<Arg> args_;
   std::vector<Return> returns_;
 };
@@ -673,10 +1116,9 @@ void unboxedFor(
 // The kernel of a Python function for an operator: unboxed (which boxed
 // callers reach through torch's unboxing wrapper) for a signature above,
 // else boxed.
-torch::CppFunction makeKernel(
-    py::object fn,
-    const c10::FunctionSchema& schema) {
-  auto python = std::make_unique<PythonKernel>(std::move(fn), schema);
+torch::CppFunction makeKernel(py::object fn, const c10::OperatorHandle& op) {
+  const auto& schema = op.schema();
+  auto python = std::make_unique<PythonKernel>(std::move(fn), op);
   if (functional(schema)) {
     std::optional<torch::CppFunction> kernel;
     std::apply(
@@ -689,6 +1131,18 @@ torch::CppFunction makeKernel(
     }
   }
   return torch::CppFunction::makeFromBoxedFunctor(std::move(python));
+}
+
+// Elements a payload of this layout spans (the extent of its element space).
+int64_t layoutExtent(c10::IntArrayRef sizes, c10::IntArrayRef strides) {
+  int64_t last = 0;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 0) {
+      return 0;
+    }
+    last += (sizes[d] - 1) * strides[d];
+  }
+  return last + 1;
 }
 
 // Storage extent (in elements) a tensor's metadata reaches.
@@ -767,6 +1221,104 @@ void viewKernel(
     }
   }
 }
+
+// Elements the payload of `t` spans, by the payload's own layout (what a
+// storage of CPU would hold); a tensor without a payload yet spans its own
+// extent.
+int64_t payloadExtent(const at::Tensor& t) {
+  const auto& slot = *payloadImpl(t).slot();
+  return std::max(
+      extent(t), slot.object ? layoutExtent(slot.sizes, slot.strides) : 0);
+}
+
+// The kernel of the in-place view operators (t_, transpose_, squeeze_,
+// unsqueeze_, as_strided_): they change the tensor's metadata only, as on
+// CPU. The operator's meta kernel, run on a meta tensor with the same
+// metadata over as many elements as the payload has, checks the arguments and
+// computes the new metadata.
+void inplaceViewKernel(
+    const c10::OperatorHandle& op,
+    c10::DispatchKeySet /*ks*/,
+    torch::jit::Stack* stack) {
+  const auto n = op.schema().arguments().size();
+  auto& self_iv = (*stack)[stack->size() - n];
+  const at::Tensor self = self_iv.toTensor();
+  if (maybePayloadImpl(self) == nullptr) {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), stack);
+    return;
+  }
+  const auto meta =
+      at::empty({payloadExtent(self)}, self.options().device(c10::kMeta))
+          .as_strided(self.sizes(), self.strides(), self.storage_offset());
+  self_iv = meta;
+  op.callBoxed(stack);
+  payloadImpl(self).set_sizes_and_strides(
+      meta.sizes(), meta.strides(), meta.storage_offset());
+  torch::jit::drop(*stack, op.schema().returns().size());
+  stack->push_back(self);
+}
+
+// view(dtype): a payload holds values, not bytes that could be read as
+// another dtype; only the same dtype is a view.
+void viewDtypeKernel(
+    const c10::OperatorHandle& op,
+    c10::DispatchKeySet /*ks*/,
+    torch::jit::Stack* stack) {
+  const at::Tensor self = (*stack)[stack->size() - 2].toTensor();
+  const auto dtype = (*stack)[stack->size() - 1].toScalarType();
+  if (maybePayloadImpl(self) == nullptr) {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), stack);
+    return;
+  }
+  TORCH_CHECK(
+      dtype == self.scalar_type(),
+      "aten::view.dtype: cannot view a tensor on ",
+      self.device(),
+      " of dtype ",
+      self.scalar_type(),
+      " as ",
+      dtype,
+      ": its data is a Python payload, which has no bytes to reinterpret. "
+      "Copy it through the CPU instead: t.cpu().view(",
+      dtype,
+      ").to(t.device)");
+  auto view =
+      viewOn(self, dtype, self.sizes(), self.strides(), self.storage_offset());
+  torch::jit::drop(*stack, 2);
+  stack->push_back(std::move(view));
+}
+
+// resize_ as on CPU: metadata only when the payload has the elements; else
+// the payload, shared with every alias and view, grows keeping its elements.
+void resizeKernel(
+    const c10::OperatorHandle& op,
+    c10::DispatchKeySet /*ks*/,
+    torch::jit::Stack* stack) {
+  const at::Tensor self = (*stack)[stack->size() - 3].toTensor();
+  if (maybePayloadImpl(self) == nullptr) {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), stack);
+    return;
+  }
+  const auto sizes = (*stack)[stack->size() - 2].toDimVector();
+  const auto& format = (*stack)[stack->size() - 1];
+  resizePayloadTensor(
+      self,
+      sizes,
+      format.isNone() ? std::nullopt
+                      : std::make_optional(format.toMemoryFormat()));
+  torch::jit::drop(*stack, 3);
+  stack->push_back(self);
+}
+
+constexpr const char* kInplaceViewOps[] = {
+    "as_strided_",
+    "squeeze_",
+    "squeeze_.dim",
+    "squeeze_.dims",
+    "t_",
+    "transpose_",
+    "unsqueeze_",
+};
 
 // The metadata of a view: what a view operator computes.
 struct ViewGeometry {
@@ -925,6 +1477,10 @@ std::optional<ViewGeometry> sliceView(
 std::optional<ViewGeometry> expandView(
     const at::Tensor& self,
     c10::ArrayRef<c10::IValue> args) {
+  // Fewer sizes than dimensions: the meta kernel's error.
+  if (args[1].toDimVector().size() < static_cast<size_t>(self.dim())) {
+    return std::nullopt;
+  }
   // Raises the operator's own errors for sizes that do not expand.
   auto r = at::inferExpandGeometry_dimvector(
       self.sizes(), self.strides(), args[1].toDimVector());
@@ -1109,9 +1665,18 @@ void fallbackKernel(
   py::list args;
   py::dict kwargs;
   auto inputs = torch::jit::last(*stack, n);
+  if (hasOutArguments(schema)) {
+    runMeta(op, inputs); // CPU's argument checks before anything is written
+  }
   for (size_t i = 0; i < n; ++i) {
     const auto& a = schema.arguments()[i];
-    py::object value = toPython(valueKind(a), inputs[i]);
+    // Tensors as tensors: toPython would make a wrapped number (a Python
+    // scalar given for a Tensor argument) the Python number again, which the
+    // overload that gets it may not take.
+    py::object value = inputs[i].isTensor()
+        ? py::reinterpret_steal<py::object>(
+              THPVariable_Wrap(inputs[i].toTensor()))
+        : toPython(valueKind(a), inputs[i]);
     if (a.kwarg_only()) {
       kwargs[py::str(a.name())] = value;
     } else {
@@ -1212,49 +1777,234 @@ at::Tensor wrap(
     std::optional<c10::ScalarType> dtype,
     std::optional<c10::IntArrayRef> strides) {
   const PayloadFields fields(payload);
-  c10::DimVector s =
-      sizes ? c10::DimVector(sizes->begin(), sizes->end()) : fields.sizes();
+  // What the payload says of itself, where it says it, and what the caller
+  // says must agree: a tensor reads its payload through this metadata, so a
+  // dtype, shape or layout the payload does not have would read other memory
+  // than the payload's.
+  c10::DimVector s;
+  if (sizes && !fields.hasShape()) {
+    s.assign(sizes->begin(), sizes->end());
+  } else {
+    s = fields.sizes();
+    TORCH_CHECK_VALUE(
+        !sizes || sizes->equals(s),
+        "expected shape to be the payload's own shape ",
+        c10::IntArrayRef(s),
+        ", but got ",
+        *sizes);
+  }
   for (const auto size : s) {
     TORCH_CHECK_VALUE(
         size >= 0,
         "expected non-negative sizes, but got ",
         c10::IntArrayRef(s));
   }
-  const auto st = dtype ? *dtype : fields.dtype();
-  c10::DimVector st_strides = strides
-      ? c10::DimVector(strides->begin(), strides->end())
-      : fields.strides(s, st);
-  TORCH_CHECK_VALUE(
-      st_strides.size() == s.size(),
-      "expected one stride per dimension (",
-      s.size(),
-      "), but got ",
-      st_strides.size());
+  c10::ScalarType st{};
+  if (dtype && !fields.hasDtype()) {
+    st = *dtype;
+  } else {
+    st = fields.dtype();
+    TORCH_CHECK_VALUE(
+        !dtype || *dtype == st,
+        "expected dtype to be the payload's own dtype ",
+        st,
+        ", but got ",
+        *dtype);
+  }
+  c10::DimVector st_strides;
+  if (strides && !fields.hasStrides()) {
+    st_strides.assign(strides->begin(), strides->end());
+    TORCH_CHECK_VALUE(
+        st_strides.size() == s.size(),
+        "expected one stride per dimension (",
+        s.size(),
+        "), but got ",
+        st_strides.size());
+    for (const auto stride : st_strides) {
+      TORCH_CHECK_VALUE(
+          stride >= 0,
+          "expected non-negative strides, but got ",
+          c10::IntArrayRef(st_strides));
+    }
+    // Within the payload's elements, where the payload says how many it has.
+    if (const auto numel = fields.numel()) {
+      int64_t last = 0;
+      bool empty = false;
+      for (size_t d = 0; d < s.size(); ++d) {
+        empty = empty || s[d] == 0;
+        last += (s[d] - 1) * st_strides[d];
+      }
+      TORCH_CHECK_VALUE(
+          empty || last < *numel,
+          "expected strides ",
+          c10::IntArrayRef(st_strides),
+          " for shape ",
+          c10::IntArrayRef(s),
+          " to stay within the payload's ",
+          *numel,
+          " elements, but they reach element ",
+          last);
+    }
+  } else {
+    st_strides = fields.strides(s, st);
+    TORCH_CHECK_VALUE(
+        !strides || strides->equals(st_strides),
+        "expected strides to be the payload's own strides ",
+        c10::IntArrayRef(st_strides),
+        " (in elements), but got ",
+        *strides);
+  }
   auto slot = c10::make_intrusive<PayloadSlot>();
   slot->bind(payload, s, st_strides);
   return makePayloadTensor(std::move(slot), st, device_index, s, st_strides, 0);
 }
 
-void rebind(const at::Tensor& tensor, py::handle result) {
+at::Tensor resolveBits(const at::Tensor& t) {
+  return at::resolve_neg(at::resolve_conj(t));
+}
+
+namespace {
+
+// Writes the payload `value` (of the tensor's shape and dtype) into the
+// payload of `tensor` through the backend's copy_into function. A backend
+// whose payloads are immutable returns a new payload, which replaces that of
+// a whole-payload tensor laid out as the slot is.
+void writeInto(const at::Tensor& tensor, py::handle value) {
   auto& impl = payloadImpl(tensor);
   TORCH_CHECK(
-      impl.isWholePayload(),
-      "a kernel returned a new payload for a view of a tensor on ",
+      copy_fn != nullptr,
+      "the ",
       c10::get_privateuse1_backend(),
-      "; in-place kernels must write into the payload they are given when "
-      "it is a view");
+      " backend has no copy_into function, so a payload cannot be written "
+      "into a tensor that shares its payload; register one with "
+      "torch_acc.library.impl_payload(copy_into=...)");
+  const py::object given = materialize(tensor);
+  const py::object result = py::handle(copy_fn)(given, value);
+  if (result.is(given) || result.is_none()) {
+    return;
+  }
+  auto& slot = *impl.slot();
+  const PayloadFields fields(result);
+  const auto dtype = fields.dtype();
+  const auto sizes = fields.sizes();
+  TORCH_CHECK(
+      impl.isWholePayload() && dtype == tensor.scalar_type() &&
+          c10::IntArrayRef(sizes).equals(slot.sizes) &&
+          c10::IntArrayRef(fields.strides(sizes, dtype)).equals(slot.strides),
+      "the ",
+      c10::get_privateuse1_backend(),
+      " backend's copy_into returned a new payload (",
+      dtype,
+      " ",
+      c10::IntArrayRef(sizes),
+      ") for a tensor of ",
+      tensor.scalar_type(),
+      " ",
+      tensor.sizes(),
+      " that shares its payload with other tensors",
+      impl.isWholePayload() ? "" : " (a view)",
+      "; copy_into must write into the payload it is given, or return one "
+      "laid out as it is");
+  slot.bind(result, slot.sizes, slot.strides);
+}
+
+} // namespace
+
+void rebind(const at::Tensor& tensor, py::handle result) {
+  auto& impl = payloadImpl(tensor);
   const PayloadFields fields(result);
   const auto dtype = fields.dtype();
   TORCH_CHECK(
       dtype == tensor.scalar_type(),
-      "expected the kernel to return a ",
+      "expected a ",
       tensor.scalar_type(),
-      " payload for the tensor it mutates, but got ",
+      " payload for a tensor of dtype ",
+      tensor.scalar_type(),
+      ", but got ",
       dtype);
   const auto sizes = fields.sizes();
   const auto strides = fields.strides(sizes, dtype);
-  impl.slot()->bind(result, sizes, strides);
-  impl.set_sizes_and_strides(sizes, strides, 0);
+  auto& slot = *impl.slot();
+  if (!slot.object || impl.slot().use_count() == 1) {
+    // No other tensor reads this payload: the result replaces it.
+    slot.bind(result, sizes, strides);
+    impl.set_sizes_and_strides(sizes, strides, 0);
+    return;
+  }
+  if (impl.isWholePayload() && c10::IntArrayRef(sizes).equals(slot.sizes) &&
+      c10::IntArrayRef(strides).equals(slot.strides)) {
+    // Laid out as the payload it replaces: every alias and view reads the
+    // same elements of it.
+    slot.bind(result, sizes, strides);
+    return;
+  }
+  // Shared with aliases or views, which must see the change as on CPU: the
+  // tensor is resized as resize_ does (its payload grows, keeping its
+  // elements, when the new size needs more), then the values are written.
+  if (!tensor.sizes().equals(sizes)) {
+    resizePayloadTensor(tensor, sizes, std::nullopt);
+  }
+  writeInto(tensor, result);
+}
+
+void bindPayload(const at::Tensor& tensor, py::handle payload) {
+  auto& impl = payloadImpl(tensor);
+  if (!impl.slot()->object) {
+    TORCH_CHECK(
+        tensor.storage_offset() == 0,
+        "expected a tensor at storage offset 0 to set the payload of, but "
+        "got offset ",
+        tensor.storage_offset());
+    impl.slot()->bind(payload, tensor.sizes(), tensor.strides());
+    return;
+  }
+  rebind(tensor, payload);
+}
+
+void resizePayloadTensor(
+    const at::Tensor& tensor,
+    c10::IntArrayRef sizes,
+    std::optional<c10::MemoryFormat> memory_format) {
+  auto& impl = payloadImpl(tensor);
+  for (const auto size : sizes) {
+    TORCH_CHECK(
+        size >= 0,
+        "Trying to create tensor with negative dimension ",
+        size,
+        ": ",
+        sizes);
+  }
+  if (tensor.sizes().equals(sizes) && !memory_format) {
+    return; // As on CPU: the same size keeps the strides.
+  }
+  const auto strides = c10::DimVector(
+      at::empty(sizes, tensor.options().device(c10::kMeta))
+          .contiguous(memory_format.value_or(c10::MemoryFormat::Contiguous))
+          .strides());
+  const auto needed = layoutExtent(sizes, strides) == 0
+      ? 0
+      : tensor.storage_offset() + layoutExtent(sizes, strides);
+  auto& slot = *impl.slot();
+  const auto available =
+      slot.object ? layoutExtent(slot.sizes, slot.strides) : 0;
+  if (needed > available) {
+    // A larger payload for every tensor on the slot, with the elements of the
+    // old one where they were (as CPU's storage grows, keeping its bytes).
+    auto grown = at::empty({needed}, tensor.options());
+    if (available > 0) {
+      const auto whole = makePayloadTensor(
+          impl.slot(),
+          tensor.scalar_type(),
+          tensor.device().index(),
+          slot.sizes,
+          slot.strides,
+          0);
+      grown.as_strided(slot.sizes, slot.strides, 0).copy_(whole);
+    }
+    const auto& fresh = *payloadImpl(grown).slot();
+    slot.bind(fresh.get(), fresh.sizes, fresh.strides);
+  }
+  impl.set_sizes_and_strides(sizes, strides, tensor.storage_offset());
 }
 
 py::object materialize(const at::Tensor& tensor) {
@@ -1283,6 +2033,15 @@ py::object materialize(const at::Tensor& tensor) {
       tensor.storage_offset());
 }
 
+void setCopyFunction(py::object fn) {
+  TORCH_CHECK(copy_fn == nullptr, "copy_into is already set for this backend");
+  copy_fn = fn.release().ptr();
+}
+
+bool setCheckKernels(bool enabled) {
+  return check_kernels.exchange(enabled);
+}
+
 void setViewFunction(py::object fn) {
   TORCH_CHECK(view_fn == nullptr, "as_strided is already set for this backend");
   view_fn = fn.release().ptr();
@@ -1303,8 +2062,7 @@ void registerKernel(const std::string& name, py::object fn) {
       "but got '",
       name,
       "'");
-  newLibrary().impl(
-      qualified.c_str(), makeKernel(std::move(fn), handle->schema()));
+  newLibrary().impl(qualified.c_str(), makeKernel(std::move(fn), *handle));
 }
 
 void registerViewKernels() {
@@ -1330,6 +2088,12 @@ void registerViewKernels() {
   for (const char* name : kViewOps) {
     add(name, &torch::CppFunction::makeFromBoxedFunction<&viewKernel>);
   }
+  for (const char* name : kInplaceViewOps) {
+    add(name, &torch::CppFunction::makeFromBoxedFunction<&inplaceViewKernel>);
+  }
+  add("view.dtype",
+      &torch::CppFunction::makeFromBoxedFunction<&viewDtypeKernel>);
+  add("resize_", &torch::CppFunction::makeFromBoxedFunction<&resizeKernel>);
 }
 
 void setFallback(py::object fn) {

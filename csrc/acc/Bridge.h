@@ -34,9 +34,38 @@ py::object materialize(const at::Tensor& tensor);
 // dtype, or anything whose str() is a dtype name such as "float32").
 c10::ScalarType scalarTypeOf(py::handle dtype);
 
-// Binds `payload` to the whole-payload tensor `tensor`, whose sizes and
-// strides become the payload's (in-place and out= results).
+// Binds `payload` (of the tensor's dtype), what a kernel returned for a
+// tensor it mutates (in-place and out= results), to `tensor`, with CPU's
+// semantics for every tensor sharing its payload: when none does, the payload
+// replaces the old one and the tensor takes its layout; else the tensor is
+// resized as resize_ does and the values are written into its payload
+// (through the backend's copy_into), so that aliases and views see them.
 void rebind(const at::Tensor& tensor, py::handle payload);
+
+// set_payload(): binds the first payload of a tensor made without one
+// (create_empty_tensor), or rebinds as rebind() does.
+void bindPayload(const at::Tensor& tensor, py::handle payload);
+
+// resize_ of a payload tensor, as on CPU: the tensor takes the new size with
+// contiguous strides (or those of `memory_format`); its payload, which every
+// alias and view shares, grows when the new size needs more elements than it
+// has, keeping them.
+void resizePayloadTensor(
+    const at::Tensor& tensor,
+    c10::IntArrayRef sizes,
+    std::optional<c10::MemoryFormat> memory_format);
+
+// The tensor with its conjugate and negative bits applied (a copy when it has
+// any): the plain values a payload kernel computes with.
+at::Tensor resolveBits(const at::Tensor& t);
+
+// Sets the backend function `copy_into(dst, src)` that writes a payload into
+// another (or returns a new one, for immutable payloads).
+void setCopyFunction(py::object fn);
+
+// Turns the comparison of every kernel result with the operator's meta
+// function on or off; returns whether it was on.
+bool setCheckKernels(bool enabled);
 
 // Sets the backend function `as_strided(payload, size, stride, storage_offset)`
 // that makes the payload of a view.

@@ -313,18 +313,12 @@ void initBindings(PyObject* module) {
   m.def(
       "set_payload",
       [](const at::Tensor& tensor, const py::object& payload) {
-        auto& impl = payloadImpl(tensor);
-        TORCH_CHECK(
-            tensor.storage_offset() == 0,
-            "expected a tensor at storage offset 0 to set the payload of, but "
-            "got offset ",
-            tensor.storage_offset());
-        impl.slot()->bind(payload, tensor.sizes(), tensor.strides());
+        bindPayload(tensor, payload);
       },
       py::arg("tensor"),
       py::arg("payload"),
-      "Binds the device data of a payload tensor (laid out as the tensor is), "
-      "for it and every tensor sharing its payload.");
+      "Binds the device data of a payload tensor made without one (laid out "
+      "as the tensor is), or replaces it as rebind() does.");
 
   m.def(
       "storage_token",
@@ -398,6 +392,20 @@ void initBindings(PyObject* module) {
       py::arg("fn"),
       "Sets the backend's as_strided(payload, size, stride, storage_offset) "
       "and registers the view kernels that rely on it.");
+
+  m.def(
+      "set_copy_into",
+      &setCopyFunction,
+      py::arg("fn"),
+      "Sets the backend's copy_into(dst, src), which writes a payload into "
+      "the payload of a tensor that shares it with others.");
+
+  m.def(
+      "set_check_kernels",
+      &setCheckKernels,
+      py::arg("enabled"),
+      "Turns the comparison of every kernel result with the operator's meta "
+      "function on or off; returns whether it was on.");
 
   m.def(
       "set_fallback",

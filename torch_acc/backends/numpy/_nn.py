@@ -788,7 +788,7 @@ def _log_softmax(x, dim, half_to_float=False):
     if xc.ndim == 0:
         return _out(xc - xc, dtype)
     if xc.size == 0:
-        return _out(xc, dtype)
+        return np.array(xc, dtype=dtype)
     m = xc.max(axis=dim, keepdims=True)
     m = np.where(np.isfinite(m), m, 0)
     shifted = xc - m
@@ -801,7 +801,7 @@ def _softmax(x, dim, half_to_float=False):
     if xc.ndim == 0:
         return _out(np.exp(xc - xc), dtype)
     if xc.size == 0:
-        return _out(xc, dtype)
+        return np.array(xc, dtype=dtype)
     m = xc.max(axis=dim, keepdims=True)
     m = np.where(np.isfinite(m), m, 0)
     e = np.exp(xc - m)

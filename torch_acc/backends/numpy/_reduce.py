@@ -315,7 +315,7 @@ def _with_indices(op: str, f):
         _no_complex(op, self)
         axis = _axis(op, self, dim)
         if axis is None:
-            return _out(self, self.dtype), np.zeros((), _INT64)
+            return self.copy(), np.zeros((), _INT64)
         _nonempty(op, self, axis)
         idx = f(_up(self), axis=axis, keepdims=True)
         values = np.take_along_axis(self, idx, axis)

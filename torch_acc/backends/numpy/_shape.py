@@ -304,18 +304,6 @@ def _as_strided_scatter(self, src, size, stride, storage_offset=None):
     return out
 
 
-# --- in-place view operators: the kernel returns the new view, which the tensor is bound to
-
-
-def _squeeze_(self, dim=None):
-    if dim is None:
-        return np.squeeze(self)
-    dims = (dim,) if isinstance(dim, int) else tuple(dim)
-    ndim = max(self.ndim, 1)
-    dims = tuple(d % ndim for d in dims if self.ndim and self.shape[d] == 1)
-    return np.squeeze(self, dims) if dims else self
-
-
 def _view_as_real(self):
     if self.dtype.kind != "c":
         raise RuntimeError("view_as_real is only supported for complex tensors")
@@ -344,12 +332,6 @@ def _view_as_complex(self):
 KERNELS = {
     "view_as_real": _view_as_real,
     "view_as_complex": _view_as_complex,
-    "transpose_": lambda self, dim0, dim1: np.swapaxes(self, dim0, dim1) if self.ndim else self,
-    "t_": lambda self: self.T,
-    "unsqueeze_": lambda self, dim: np.expand_dims(self, dim),
-    "squeeze_": _squeeze_,
-    "squeeze_.dim": _squeeze_,
-    "squeeze_.dims": _squeeze_,
     "empty.memory_format": _empty,
     "empty_strided": _empty_strided,
     "arange.start_out": _arange_out,
