@@ -15,11 +15,14 @@ Example::
     ...     return a + alpha * b
 """
 
+import contextlib
+import os
+
 import torch
 
 from torch_acc import _C
 
-__all__ = ["impl", "impl_payload", "impl_serialization"]
+__all__ = ["check_kernels", "impl", "impl_payload", "impl_serialization"]
 
 _payload_functions: dict[str, object] = {}
 _lib = None
@@ -252,3 +255,38 @@ def _rebuild_payload_tensor(backend, state, dtype, size, device, requires_grad):
 
 
 _allow_rebuild()
+
+
+@contextlib.contextmanager
+def check_kernels(enabled: bool = True):
+    r"""Compare what every payload kernel returns with its operator's meta function.
+
+    Inside the block (process-wide, for every thread), each result of a kernel registered
+    with :func:`impl` is checked against the shapes and dtypes that the operator's meta
+    function gives for the same arguments; a kernel that returns a float64 payload for
+    float32 inputs, or a (4, 5) payload for a (4, 4) product, raises a ``RuntimeError``
+    naming the operator, the kernel, and what was expected. Operators without a meta
+    function are not compared. It costs a meta call per kernel call: a mode for testing a
+    backend, not for production. Setting the environment variable
+    ``TORCH_ACC_CHECK_KERNELS=1`` turns it on for the whole process.
+
+    Checked always, at no measurable cost: the number of results, no ``None`` where the
+    operator has a tensor, no input payload returned by an operator whose results do not
+    alias its inputs, payloads for mutated tensors of their dtype (and in place, their
+    shape), and the results of ``out=`` overloads against the meta function.
+
+    Example::
+
+        >>> # xdoctest: +SKIP
+        >>> with torch_acc.library.check_kernels():
+        ...     torch.mm(a, b)  # raises if the backend's mm kernel returns a wrong shape
+    """
+    previous = _C.set_check_kernels(bool(enabled))
+    try:
+        yield
+    finally:
+        _C.set_check_kernels(previous)
+
+
+if os.environ.get("TORCH_ACC_CHECK_KERNELS", "0") not in ("", "0"):
+    _C.set_check_kernels(True)

@@ -467,6 +467,14 @@ std::string functionName(PyObject* fn) {
                         : name.cast<std::string>();
 }
 
+// The name of an object's type in errors: numpy.ndarray, int.
+std::string typeName(py::handle obj) {
+  const auto type = py::type::handle_of(obj);
+  const auto module = py::str(type.attr("__module__")).cast<std::string>();
+  const auto name = py::str(type.attr("__qualname__")).cast<std::string>();
+  return module == "builtins" ? name : module + "." + name;
+}
+
 // A meta tensor with the metadata of `t`: what the operator's meta function is
 // given in place of a tensor on the device.
 at::Tensor metaOf(const at::Tensor& t) {
@@ -750,7 +758,7 @@ class PythonKernel final : public c10::OperatorKernel {
       fail(
           c10::str(
               "returned ",
-              py::str(py::type::handle_of(result)).cast<std::string>(),
+              typeName(result),
               ", but the operator has ",
               returns_.size(),
               " results: expected a tuple of ",
