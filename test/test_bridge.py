@@ -201,5 +201,53 @@ class TestCallingConventions(TestCase):
         with self.assertRaisesRegex(RuntimeError, "Expected all tensors to be on the same"):
             torch.mm(torch.randn(2, 2, device="npy"), torch.randn(2, 2))
 
+class TestFrameworkCorrectness(TestCase):
+    """Issue 13: conj/neg bits, Scalar in-place overloads, CPU index tensors."""
+
+    def test_conjugate_and_negative_views_in_conj_aware_operators(self):
+        a = torch.tensor([[1 + 2j, 2 - 1j], [0.5j, 3]], dtype=torch.complex64)
+        b = torch.tensor([[3 + 1j, 1j], [2, 1 - 1j]], dtype=torch.complex64)
+        cases = {
+            "mm": lambda x, y: x.conj() @ y,
+            "mm_rhs": lambda x, y: x @ y.conj(),
+            "neg": lambda x, y: torch._neg_view(x) @ y,
+            "bmm": lambda x, y: torch.bmm(x.conj()[None], y[None]),
+            "addmm": lambda x, y: torch.addmm(y, x.conj(), y.conj()),
+            "dot": lambda x, y: torch.dot(x[0].conj(), y[0]),
+            "vdot": lambda x, y: torch.vdot(x[0], y[0].conj()),
+            "matmul": lambda x, y: torch.matmul(x.conj(), y),
+            "conj_physical": lambda x, y: torch.conj_physical(x.conj()),
+            "mm_out_conj": lambda x, y: torch.mm(x, y, out=torch.zeros_like(x).conj()),
+        }
+        for name, fn in cases.items():
+            with self.subTest(name):
+                expected = fn(a, b)
+                got = fn(a.to("npy"), b.to("npy"))
+                self.assertEqual(got.cpu().resolve_conj(), expected.resolve_conj())
+
+    def test_scalar_inplace_overloads_through_the_fallback(self):
+        for name, fn in {
+            "remainder_": lambda t: t.float().remainder_(2.0),
+            "bitwise_and_": lambda t: t.bitwise_and_(3),
+            "fmod_": lambda t: t.float().fmod_(1.5),
+        }.items():
+            with self.subTest(name):
+                x = torch.arange(6)
+                self.assertEqual(fn(x.to("npy")).cpu(), fn(x.clone()))
+
+    def test_cpu_index_tensors(self):
+        x = torch.arange(10.0).reshape(5, 2)
+        i = torch.tensor([0, 2, 4])
+        self.assertEqual(x.to("npy")[i].cpu(), x[i])
+        self.assertEqual(x.to("npy")[i, torch.tensor([1, 0, 1])].cpu(), x[i, torch.tensor([1, 0, 1])])
+        y, yd = x.clone(), x.to("npy")
+        y[i] = 0.0
+        yd[i] = 0.0
+        self.assertEqual(yd.cpu(), y)
+        yd.index_put_((i,), torch.ones(2, device="npy"), accumulate=True)
+        y.index_put_((i,), torch.ones(2), accumulate=True)
+        self.assertEqual(yd.cpu(), y)
+
+
 if __name__ == "__main__":
     run_tests()

@@ -94,5 +94,40 @@ class TestInplaceOut(TestCase):
         self.assertEqual(base.cpu(), expected)
 
 
+class TestOutCasting(TestCase):
+    """out= follows ATen's casting and dtype rules (issue 13)."""
+
+    def test_out_dtype_errors(self):
+        cases = {
+            "add": (lambda d, out: torch.add(torch.ones(2, device=d), 0.5, out=out),
+                    torch.int64, "can't be cast|can.t be cast|not safe"),
+            "mm": (lambda d, out: torch.mm(torch.ones(2, 2, device=d), torch.ones(2, 2, device=d),
+                                           out=out), torch.bool, "dtype"),
+        }
+        for name, (fn, dtype, message) in cases.items():
+            with self.subTest(name):
+                for device in ("cpu", "npy"):
+                    out = torch.zeros(2, 2, dtype=dtype, device=device)
+                    with self.assertRaisesRegex(RuntimeError, message):
+                        fn(device, out)
+                    self.assertEqual(out.cpu(), torch.zeros(2, 2, dtype=dtype))
+
+    def test_reductions_compute_in_the_out_dtype(self):
+        x = torch.tensor([1.5, 1.5, 1.25], dtype=torch.float64)
+        for name, fn in {
+            "sum": lambda t, out: torch.sum(t, 0, out=out),
+            "prod": lambda t, out: torch.prod(t, 0, out=out),
+            "cumsum": lambda t, out: torch.cumsum(t, 0, out=out),
+        }.items():
+            with self.subTest(name):
+                out_cpu = torch.zeros((), dtype=torch.int64)
+                out_dev = torch.zeros((), dtype=torch.int64, device="npy")
+                if name == "cumsum":
+                    out_cpu, out_dev = out_cpu.reshape(1).expand(3).clone(), out_dev.new_zeros(3)
+                expected = fn(x, out_cpu)
+                got = fn(x.to("npy"), out_dev)
+                self.assertEqual(got.cpu(), expected)
+
+
 if __name__ == "__main__":
     run_tests()

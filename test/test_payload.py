@@ -157,5 +157,32 @@ class TestLifetime(TestCase):
         self.assertEqual(d.cpu(), torch.tensor([1.0, 2.0]))
 
 
+class TestWrapChecksMetadata(TestCase):
+    """wrap() refuses explicit metadata that the payload contradicts (issue 13)."""
+
+    def test_dtype_shape_strides_of_the_payload(self):
+        with self.assertRaisesRegex(
+            ValueError, "expected dtype to be the payload's own dtype Double, but got Float"
+        ):
+            wrap(np.zeros(4), dtype=torch.float32)
+        with self.assertRaisesRegex(ValueError, r"own shape \[4\], but got \[50000000\]"):
+            wrap(np.zeros(4), shape=(50_000_000,))
+        for strides in ((1, 2), (100, 1)):
+            with self.assertRaisesRegex(ValueError, r"own strides \[3, 1\] \(in elements\)"):
+                wrap(np.zeros((2, 3)), strides=strides)
+        t = wrap(np.zeros((2, 3)), shape=(2, 3), dtype=torch.float64, strides=(3, 1))
+        self.assertEqual(t.stride(), (3, 1))
+
+    def test_strides_within_a_payload_without_strides(self):
+        class Sized:
+            shape = (6,)
+            dtype = "float32"
+
+        t = wrap(Sized(), shape=(6,), strides=(1,))
+        self.assertEqual(t.shape, (6,))
+        with self.assertRaisesRegex(ValueError, "stay within the payload's 6 elements"):
+            wrap(Sized(), strides=(7,))
+
+
 if __name__ == "__main__":
     run_tests()

@@ -188,5 +188,103 @@ class TestViews(TestCase):
         self.assertEqual(c.cpu(), cpu)
 
 
+class TestAliasesAndResize(TestCase):
+    """out= and resize_ on a tensor that shares its payload, as on CPU (issue 13)."""
+
+    def test_out_on_an_alias_keeps_the_other_alias(self):
+        for n in (6, 4_000_000):
+            with self.subTest(n=n):
+                a = torch.arange(n, dtype=torch.float32, device="npy")
+                b = a.detach()
+                torch.neg(torch.ones(0, device="npy"), out=b)
+                self.assertEqual(b.shape, (0,))
+                self.assertEqual(a.shape, (n,))
+                self.assertEqual(a.sum().item(), torch.arange(n, dtype=torch.float32).sum().item())
+
+    def test_out_that_grows_an_alias(self):
+        for device in ("cpu", "npy"):
+            with self.subTest(device=device):
+                a = torch.arange(3.0, device=device)
+                b = a.detach()
+                with self.assertWarnsRegex(UserWarning, "resized"):
+                    torch.add(torch.ones(5, device=device), 1, out=b)
+                self.assertEqual(b.cpu(), torch.full((5,), 2.0))
+                # The elements a reads are those of the grown data, as on CPU.
+                self.assertEqual(a.cpu(), torch.full((3,), 2.0))
+
+    def test_resize_keeps_data_and_aliases(self):
+        for device in ("cpu", "npy"):
+            with self.subTest(device=device):
+                x = torch.tensor([1.0, 2.0, 3.0], device=device)
+                alias = x.view(3)
+                x.resize_(2)
+                self.assertEqual(x.cpu(), torch.tensor([1.0, 2.0]))
+                self.assertEqual(alias.cpu(), torch.tensor([1.0, 2.0, 3.0]))
+                x.resize_(3)
+                self.assertEqual(x.cpu(), torch.tensor([1.0, 2.0, 3.0]))
+                x.resize_(2, 2)
+                self.assertEqual(x.stride(), (2, 1))
+                self.assertEqual(x.flatten()[:3].cpu(), torch.tensor([1.0, 2.0, 3.0]))
+                x.fill_(7.0)
+                self.assertEqual(alias.cpu(), torch.full((3,), 7.0))
+                b = x.detach()
+                b.resize_(0)
+                self.assertEqual(x.sum().item(), 28.0)
+
+    def test_resize_errors(self):
+        x = torch.ones(3, device="npy")
+        with self.assertRaisesRegex(RuntimeError, "negative dimension -1"):
+            x.resize_(-1)
+
+
+class TestInplaceViews(TestCase):
+    """In-place view operators change metadata only, with CPU's checks (issue 13)."""
+
+    def test_on_views_and_bases(self):
+        cases = {
+            "unsqueeze_": lambda t: t[0].unsqueeze_(0),
+            "t_": lambda t: t[1:].t_(),
+            "transpose_": lambda t: t[:, 1:].transpose_(0, 1),
+            "squeeze_": lambda t: t[0:1].squeeze_(),
+            "squeeze_dim": lambda t: t[0:1].squeeze_(0),
+            "swapdims_": lambda t: t[1:].swapdims_(0, 1),
+            "as_strided_": lambda t: t[1:].as_strided_((2, 2), (1, 2), 1),
+        }
+        for name, fn in cases.items():
+            with self.subTest(name):
+                cpu = torch.arange(12.0).reshape(3, 4)
+                dev = cpu.to("npy")
+                expected, got = fn(cpu), fn(dev)
+                self.assertEqual(got.shape, expected.shape)
+                self.assertEqual(got.stride(), expected.stride())
+                self.assertEqual(got.storage_offset(), expected.storage_offset())
+                self.assertEqual(got.cpu(), expected)
+                got.mul_(-1)  # still a view of the base
+                expected.mul_(-1)
+                self.assertEqual(dev.cpu(), cpu)
+
+    def test_invalid_requests_raise(self):
+        for device in ("cpu", "npy"):
+            with self.subTest(device=device):
+                with self.assertRaisesRegex(Exception, "t_.* expects a tensor with <= 2 dim"):
+                    torch.zeros(1, 5, 3, device=device).t_()
+                with self.assertRaisesRegex(
+                    RuntimeError, r"number of sizes provided \(2\) must be greater or equal"
+                ):
+                    torch.zeros(1, 5, 3, device=device).expand(5, 3)
+                with self.assertRaisesRegex(Exception, "out of bounds for storage"):
+                    torch.zeros(4, device=device).as_strided_((3,), (2,))
+
+    def test_view_as_another_dtype_is_an_error(self):
+        x = torch.ones(4, device="npy")
+        self.assertEqual(x.view(torch.float32).cpu(), torch.ones(4))
+        with self.assertRaisesRegex(
+            RuntimeError,
+            r"aten::view.dtype: cannot view a tensor on npy:0 of dtype Float as Int: its data "
+            r"is a Python payload",
+        ):
+            x.view(torch.int32)
+
+
 if __name__ == "__main__":
     run_tests()
