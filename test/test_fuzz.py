@@ -179,13 +179,16 @@ class TestFuzzer(TestCase):
             with mock.patch.dict(os.environ, {"PYTHONPATH": path}):
                 figures = {}
                 for seed in sorted((sin, tanh)):
-                    got = fuzz.campaign("npy", seed, 1, Path(tmp, "out"), "planted_npy:setup")
+                    got = fuzz.campaign(
+                        "npy", seed, 1, Path(tmp, "out"), "planted_npy:setup", crash_budget=1
+                    )
                     figures[seed] = got["list"]
-            self.assertEqual([f["kind"] for f in figures[sin]], ["crash"])
+            self.assertEqual([(f["kind"], f["op"]) for f in figures[sin]], [("crash", "sin")])
             self.assertEqual(figures[tanh][0]["op"], "tanh")
             self.assertIn(figures[tanh][0]["kind"], ("value", "dtype"))
             files = sorted(p.name for p in Path(tmp, "out").iterdir())
             self.assertIn(f"seed{tanh}_{figures[tanh][0]['kind']}.py", files)
+            self.assertIn(f"seed{sin}_crash.py", files)
             self.assertIn("findings.jsonl", files)
 
     def test_mk_values_fixed_and_exact_in_every_dtype(self):

@@ -804,11 +804,22 @@ def _compare(
     return None
 
 
-def check(program: Sequence[Stmt], device: str, seed: int | None = None) -> Finding | None:
-    r"""Run ``program`` on CPU and on ``device`` in lock step; the first difference, or None."""
+def check(
+    program: Sequence[Stmt],
+    device: str,
+    seed: int | None = None,
+    trace: Callable[[int], None] | None = None,
+) -> Finding | None:
+    r"""Run ``program`` on CPU and on ``device`` in lock step; the first difference, or None.
+
+    ``trace`` is called with each statement's index before it runs (a worker reports it, so
+    that a crash is pinned to its statement).
+    """
     cpu, acc = _env("cpu"), _env(device)
     views: set[str] = set()
     for index, stmt in enumerate(program):
+        if trace is not None:
+            trace(index)
         ce = _exec(stmt, cpu)
         ae = _exec(stmt, acc)
         if (ce is None) != (ae is None):
@@ -893,10 +904,11 @@ def _report(out: Path | None, program: list[Stmt], finding: Finding, device: str
 
 
 def run_seed(seed: int, device: str, out: Path | None = None, setup: str = "",
-             exclude: Sequence[str] = ()) -> tuple[Finding | None, list[Stmt]]:
+             exclude: Sequence[str] = (), trace: Callable[[int], None] | None = None
+             ) -> tuple[Finding | None, list[Stmt]]:
     r"""Generate, check and (on a finding) minimise one program, writing its reproducer."""
     program = generate(seed, exclude=exclude)
-    finding = check(program, device, seed)
+    finding = check(program, device, seed, trace)
     if finding is None:
         return None, program
     small = minimise(program, device, finding)
@@ -914,10 +926,49 @@ def _worker(args: argparse.Namespace) -> None:
     out = Path(args.out) if args.out else None
     for seed in range(args.seed, args.seed + args.programs):
         print(json.dumps({"start": seed}), flush=True)
-        finding, small = run_seed(seed, args.device, out, args.setup, _split(args.exclude))
+        finding, small = run_seed(
+            seed, args.device, out, args.setup, _split(args.exclude),
+            lambda i: print(json.dumps({"at": i}), flush=True),
+        )
         rec = {"seed": seed, "finding": finding.to_json() if finding else None,
                "statements": len(small)}
         print(json.dumps(rec), flush=True)
+
+
+_REPLAY = """
+import importlib, json, sys
+from torch_acc.testing.fuzz import Stmt, check
+module, _, func = sys.argv[1].partition(":")
+getattr(importlib.import_module(module), func)()
+check([Stmt(**{k: tuple(v) if isinstance(v, list) else v for k, v in s.items()})
+       for s in json.load(sys.stdin)], sys.argv[2])
+"""
+
+
+def _crashes(program: Sequence[Stmt], device: str, setup: str) -> bool:
+    r"""Whether ``program`` kills a fresh process (a signal, not an exception)."""
+    data = json.dumps([dataclasses.asdict(s) for s in program])
+    proc = subprocess.run([sys.executable, "-c", _REPLAY, setup, device], input=data,
+                          text=True, capture_output=True)
+    return proc.returncode < 0
+
+
+def _crash(seed: int, at: int | None, rc: int, device: str, setup: str,
+           exclude: Sequence[str], out: Path | None, budget: int) -> Finding:
+    r"""The finding of a worker that died in ``seed``'s program at statement ``at``."""
+    program = generate(seed, exclude=exclude)
+    index = at if at is not None else len(program) - 1
+    finding = Finding("crash", program[index].op, index, "", f"process exited with {rc}", seed)
+    tries = [0]
+
+    def still(candidate: list[Stmt]) -> bool:
+        tries[0] += 1
+        return tries[0] <= budget and _crashes(candidate, device, setup)
+
+    small = minimise(program, device, finding, still) if budget else program[: index + 1]
+    finding.index = len(small) - 1
+    _report(out, small, finding, device, setup)
+    return finding
 
 
 def _split(names: str) -> list[str]:
@@ -925,10 +976,12 @@ def _split(names: str) -> list[str]:
 
 
 def campaign(device: str, seed: int, programs: int, out: Path | None, setup: str,
-             log: Callable[[str], None] = lambda s: None, exclude: Sequence[str] = ()) -> dict:
+             log: Callable[[str], None] = lambda s: None, exclude: Sequence[str] = (),
+             crash_budget: int = 20) -> dict:
     r"""Run ``programs`` seeds from ``seed`` in worker processes; a dead worker is a crash.
 
-    ``exclude`` is passed to :func:`generate`.
+    ``exclude`` is passed to :func:`generate`. A crash is minimised with at most
+    ``crash_budget`` runs of a candidate program, each in a process of its own.
 
     Returns the figures: programs run, findings by kind, seconds, and the findings.
     """
@@ -944,12 +997,15 @@ def campaign(device: str, seed: int, programs: int, out: Path | None, setup: str
         if out is not None:
             cmd += ["--out", str(out)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
-        current = None
+        current = at = None
         assert proc.stdout is not None
         for line in proc.stdout:
             rec = json.loads(line)
+            if "at" in rec:
+                at = rec["at"]
+                continue
             if "start" in rec:
-                current = rec["start"]
+                current, at = rec["start"], None
                 continue
             current = None
             done += 1
@@ -960,13 +1016,9 @@ def campaign(device: str, seed: int, programs: int, out: Path | None, setup: str
         rc = proc.wait()
         if current is not None:
             done += 1
-            crash = Finding("crash", "?", -1, "", f"worker exited with {rc}", current)
+            crash = _crash(current, at, rc, device, setup, exclude, out, crash_budget)
             findings.append(crash.to_json())
-            log(f"seed {current}: crash (exit {rc})")
-            if out is not None:
-                out.mkdir(parents=True, exist_ok=True)
-                with open(out / "findings.jsonl", "a") as f:
-                    f.write(json.dumps(crash.to_json()) + "\n")
+            log(f"seed {current}: crash {crash.op} (exit {rc})")
             next_seed = current + 1
         elif rc != 0:
             raise RuntimeError(f"fuzz worker failed before any program (exit {rc})")
@@ -988,6 +1040,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="module:function that makes the device exist")
     p.add_argument("--exclude", default="",
                    help="comma-separated operations (Stmt.op) never to generate")
+    p.add_argument("--crash-budget", type=int, default=20,
+                   help="most processes to spend minimising one crash")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
@@ -995,7 +1049,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     out = Path(args.out) if args.out else None
     figures = campaign(args.device, args.seed, args.programs, out, args.setup,
-                       log=lambda s: print(s, flush=True), exclude=_split(args.exclude))
+                       log=lambda s: print(s, flush=True), exclude=_split(args.exclude),
+                       crash_budget=args.crash_budget)
     summary = {k: v for k, v in figures.items() if k != "list"}
     print(json.dumps(summary))
     return 1 if figures["findings"] else 0
