@@ -643,6 +643,8 @@ class _Gen:
                 self.views.add(w)
 
     def program(self, length: int, exclude: frozenset[str] = frozenset()) -> list[Stmt]:
+        r"""``length`` random statements, then a write into each tensor of the pool in turn
+        (with a value of its own): every alias one side has and the other has not shows."""
         stmts: list[Stmt] = []
         for _ in range(self.rng.randint(2, 3)):
             stmts.append(self.create())
@@ -655,6 +657,10 @@ class _Gen:
                 continue
             stmts.append(stmt)
             self._run(stmt)
+        for k, name in enumerate(self.pool(lambda t: not t.requires_grad)):
+            if not _overlaps_undetectably(self.env[name]):
+                stmts.append(Stmt(f"{name}.fill_({k % 9 + 1})", "probe", (name,)))
+                self._run(stmts[-1])
         return stmts
 
 
