@@ -155,7 +155,6 @@ class _Gen:
     def __init__(self, seed: int):
         self.rng = random.Random(seed)
         self.env: dict = {"torch": torch, "dev": "cpu", "mk": mk}
-        self.views: set[str] = set()
         self.count = 0
         self.vseed = seed * 1000
 
@@ -188,11 +187,15 @@ class _Gen:
         return f"mk({tuple(shape)!r}, {dtype}, {self.vseed}{extra}).to(dev)"
 
     def scalar(self, dtype: torch.dtype | None = None) -> str:
-        kinds = ["int", "float", "bool", "complex"] if dtype is None else []
-        if dtype is not None:
-            kinds = ["int", "float"] if not dtype.is_complex else ["int", "float", "complex"]
-            if dtype == torch.bool:
-                kinds = ["bool", "int"]
+        r"""A Python scalar literal; one that ``dtype`` can hold in value kind, if given."""
+        if dtype is None:
+            kinds = ["int", "float", "bool", "complex"]
+        elif dtype == torch.bool:
+            kinds = ["bool", "int"]
+        elif dtype.is_complex:
+            kinds = ["int", "float", "complex"]
+        else:
+            kinds = ["int", "float"]
         kind = self.rng.choice(kinds)
         if kind == "int":
             return str(self.rng.randint(-3, 3))
@@ -251,7 +254,7 @@ class _Gen:
             call = f"torch.pow({x}, {self.rng.choice(('2', '0.5', '3', '-1', '0'))})"
         elif op == "sum_to_size":
             call = f"{x}.sum_to_size({tuple(1 for _ in self.env[x].shape)!r})"
-        elif op in ("relu",):
+        elif op == "relu":
             call = f"torch.relu({x})"
         else:
             call = f"torch.{op}({x})"
@@ -435,7 +438,7 @@ class _Gen:
             code = f"{x}.remainder_({r.choice(('2.0', '3', '-2'))})"
         elif op == "bitwise_and_":
             code = f"{x}.bitwise_and_({r.choice(('3', 'True'))})"
-        elif op in ("neg_", "abs_", "zero_"):
+        elif op in ("neg_", "abs_"):
             code = f"{x}.{op}()"
         elif op == "masked_fill_":
             mask = self.pick(lambda c: c.dtype == torch.bool and _broadcasts(c.shape, t.shape))
@@ -638,9 +641,6 @@ class _Gen:
 
     def _run(self, stmt: Stmt) -> None:
         _exec(stmt, self.env)
-        for w in stmt.writes:
-            if w in stmt.views:
-                self.views.add(w)
 
     def program(self, length: int, exclude: frozenset[str] = frozenset()) -> list[Stmt]:
         r"""``length`` random statements, then a write into each tensor of the pool in turn
