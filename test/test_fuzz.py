@@ -8,7 +8,9 @@ crashing kernel registered in a worker process) and check that the fuzzer report
 right kind, and that minimisation shrinks the program around it.
 """
 
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -190,6 +192,24 @@ class TestFuzzer(TestCase):
             self.assertIn(f"seed{tanh}_{figures[tanh][0]['kind']}.py", files)
             self.assertIn(f"seed{sin}_crash.py", files)
             self.assertIn("findings.jsonl", files)
+
+    def test_command_line(self):
+        tool = Path(__file__).resolve().parent.parent / "tools" / "fuzz.py"
+        with tempfile.TemporaryDirectory() as tmp:
+            proc = subprocess.run(
+                [sys.executable, str(tool), "--seed", "0", "--programs", "3", "--out", tmp],
+                capture_output=True, text=True,
+            )
+            figures = json.loads(proc.stdout.splitlines()[-1])
+            self.assertEqual(figures["programs"], 3)
+            self.assertEqual(proc.returncode, 1 if figures["findings"] else 0, proc.stderr)
+            expected = [fuzz.check(fuzz.generate(seed), "npy", seed) for seed in range(3)]
+            expected = [(f.kind, f.op, f.seed) for f in expected if f is not None]
+            lines = Path(tmp, "findings.jsonl").read_text().splitlines() if expected else []
+            rows = [json.loads(line) for line in lines]
+            self.assertEqual([(r["kind"], r["op"], r["seed"]) for r in rows], expected)
+            for r in rows:
+                self.assertTrue(Path(tmp, r["reproducer"]).is_file())
 
     def test_mk_values_fixed_and_exact_in_every_dtype(self):
         for dtype in fuzz.DTYPES:

@@ -23,9 +23,10 @@ Example::
     >>> from torch_acc.testing import fuzz
     >>> npy_backend.setup()
     >>> program = fuzz.generate(0)
-    >>> finding = fuzz.check(program, "npy")
-    >>> finding is None or print(fuzz.reproducer(fuzz.minimise(program, "npy", finding),
-    ...                                          "npy", finding))
+    >>> finding = fuzz.check(program, "npy", seed=0)
+    >>> if finding is not None:
+    ...     small = fuzz.minimise(program, "npy", finding)
+    ...     print(fuzz.reproducer(small, "npy", finding, "torch_acc.backends.numpy:setup"))
 """
 
 from __future__ import annotations
