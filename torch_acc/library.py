@@ -141,11 +141,11 @@ def _checked_as_strided(as_strided):
     return view
 
 
-def _layout(payload) -> torch.Tensor | None:
+def _layout(payload, device=None) -> torch.Tensor | None:
     """A tensor over ``payload`` with the payload's own shape, dtype and strides, as the C++
     core reads them; None if ``payload`` is no payload (it has no shape or dtype)."""
     try:
-        return _C.wrap(payload)
+        return _C.wrap(payload, device=device)
     except Exception:  # noqa: BLE001 - whatever the object lacks, it is not a payload
         return None
 
@@ -155,18 +155,6 @@ def _same_strides(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.numel() == 0 or all(
         sa == sb for n, sa, sb in zip(a.shape, a.stride(), b.stride(), strict=True) if n > 1
     )
-
-
-def _check_payload(function: str, result, shape, dtype, what: str) -> None:
-    """Raises unless ``result`` is a payload of ``shape`` and ``dtype``."""
-    found = _layout(result)
-    if found is None or found.shape != shape or found.dtype != dtype:
-        raise _bad_result(
-            function,
-            result,
-            f"a payload of shape {tuple(shape)} and dtype {dtype} ({what})",
-            TypeError if found is None else RuntimeError,
-        )
 
 
 def _extent(t: torch.Tensor) -> int:
@@ -198,7 +186,14 @@ def _to_cpu(t: torch.Tensor) -> torch.Tensor:
 def _from_cpu(t: torch.Tensor):
     """``from_cpu`` of the CPU tensor ``t``, checked."""
     result = _payload_functions["from_cpu"](t)
-    _check_payload("from_cpu", result, t.shape, t.dtype, "the CPU tensor's")
+    found = _layout(result)
+    if found is None or found.shape != t.shape or found.dtype != t.dtype:
+        raise _bad_result(
+            "from_cpu",
+            result,
+            f"a payload of shape {tuple(t.shape)} and dtype {t.dtype} (the CPU tensor's)",
+            TypeError if found is None else RuntimeError,
+        )
     return result
 
 
@@ -297,8 +292,10 @@ def impl_serialization(serialize, deserialize):
             torch's weights-only unpickler allows: tensors, numbers, strings, ``bytes``,
             tuples, lists and dicts of them.
         deserialize: ``deserialize(state)``, a new payload with the values of the payload
-            ``serialize`` was given. The tensor gets the saved shape, dtype, requires_grad
-            and device (after ``map_location``), and the strides of the new payload.
+            ``serialize`` was given. The tensor gets the saved requires_grad and device
+            (after ``map_location``), and the new payload's shape, dtype and strides, which
+            must be the saved shape and dtype: a payload that is not, as a damaged or crafted
+            file gives, is an error naming the backend, never a tensor larger than its data.
 
     Loading such a tensor needs the backend set up in the loading process, even with
     ``map_location="cpu"`` (the payload is deserialized, then copied to the CPU with the
@@ -367,6 +364,10 @@ def _reduce(tensor: torch.Tensor):
     )
 
 
+def _is_shape(size) -> bool:
+    return isinstance(size, tuple | list) and all(type(n) is int and n >= 0 for n in size)
+
+
 def _rebuild_payload_tensor(backend, state, dtype, size, device, requires_grad):
     """Loads a tensor saved by :func:`_reduce`, on ``device`` or where ``map_location`` says."""
     if torch._C._get_privateuse1_backend_name() != backend or not _C.is_python_backend():
@@ -401,10 +402,7 @@ def _rebuild_payload_tensor(backend, state, dtype, size, device, requires_grad):
         payload = deserialize(state)
     # The tensor takes the payload's own shape, dtype and strides, which must be the saved
     # ones: metadata read from a file never describes more data than the payload holds.
-    try:
-        tensor = _C.wrap(payload, device=target if target.type == backend else None)
-    except Exception:  # noqa: BLE001 - whatever the object lacks, it is not a payload
-        tensor = None
+    tensor = _layout(payload, target if target.type == backend else None)
     if tensor is None or tensor.shape != tuple(size) or tensor.dtype != dtype:
         raise (TypeError if tensor is None else RuntimeError)(
             f"cannot load a tensor saved by the {backend} backend in its own format: its "
@@ -417,10 +415,5 @@ def _rebuild_payload_tensor(backend, state, dtype, size, device, requires_grad):
     tensor.requires_grad = requires_grad
     return tensor
 
-
-def _is_shape(size) -> bool:
-    return isinstance(size, tuple | list) and all(
-        type(n) is int and n >= 0 for n in size
-    )
 
 _allow_rebuild()
