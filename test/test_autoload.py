@@ -1,6 +1,8 @@
 # Owner(s): ["module: PrivateUse1"]
-"""Two backend packages with torch.backends entry points: import torch works, both listed."""
+"""Backend packages with torch.backends entry points: import torch works, lists them, and
+never fails for them (torch_acc_autoload)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -9,6 +11,8 @@ import textwrap
 from pathlib import Path
 
 from torch.testing._internal.common_utils import run_tests, TestCase
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _package(site: Path, name: str, device: str) -> None:
@@ -28,6 +32,68 @@ def _package(site: Path, name: str, device: str) -> None:
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text(f"[torch.backends]\n{name} = {name}:register\n")
+
+
+def _torch_acc_entry_points() -> str:
+    """The ``[torch.backends]`` entry points pyproject.toml declares, as entry_points.txt."""
+    lines = (ROOT / "pyproject.toml").read_text().splitlines()
+    start = lines.index('[project.entry-points."torch.backends"]') + 1
+    points = []
+    for line in lines[start:]:
+        if line.startswith("["):
+            break
+        if "=" in line and not line.startswith("#"):
+            name, value = (part.strip() for part in line.split("=", 1))
+            points.append(f"{name} = {value.strip(chr(34))}")
+    return "[torch.backends]\n" + "\n".join(points) + "\n"
+
+
+#: Run before ``import torch`` in a subprocess: imports of the modules in ``FAIL`` (a dict of
+#: module name to message) raise ImportError as a compiled module that cannot load does.
+_FAILING_IMPORTS = """
+import sys
+
+class FailingImports:
+    def find_spec(self, name, path=None, target=None):
+        if name in FAIL:
+            raise ImportError(FAIL[name], name=name)
+        return None
+
+sys.meta_path.insert(0, FailingImports())
+"""
+
+
+def _import_torch(fail: dict, then: str = "") -> subprocess.CompletedProcess:
+    """``import torch`` in a subprocess whose torch_acc has the entry points of pyproject.toml
+    (a distribution that shadows any installed torch_acc), with the imports in ``fail``
+    failing; prints the warnings that name torch_acc as JSON, then runs ``then``."""
+    code = (
+        f"FAIL = {fail!r}\n"
+        + _FAILING_IMPORTS
+        + textwrap.dedent(
+            """
+            import json, warnings
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                import torch
+            print(json.dumps([str(w.message) for w in caught if "torch_acc" in str(w.message)]))
+            """
+        )
+        + textwrap.dedent(then)
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        info = Path(tmp) / "torch_acc-0.1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch_acc\nVersion: 0.1.0\n")
+        (info / "entry_points.txt").write_text(_torch_acc_entry_points())
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([tmp, str(ROOT), os.environ.get("PYTHONPATH", "")]),
+            "TORCH_DEVICE_BACKEND_AUTOLOAD": "1",
+        }
+        return subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env
+        )
 
 
 class TestAutoload(TestCase):
@@ -66,6 +132,63 @@ class TestAutoload(TestCase):
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertIn("backend 'cuda' was not registered", proc.stdout)
+
+    def test_torch_acc_entry_points_register_both_backends(self):
+        proc = _import_torch({}, "import torch_acc; print(torch_acc.backends())")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stdout.splitlines(), ["[]", "{'npy': False, 'ref': False}"])
+
+    def test_extension_that_cannot_load_is_one_warning(self):
+        # As after `pip install -U torch` with torch_acc built against the torch before.
+        undefined = (
+            "/site-packages/torch_acc/_C.cpython-311-x86_64-linux-gnu.so: undefined symbol: "
+            "_ZN3c104impl3cow11cow_deleterEPv"
+        )
+        proc = _import_torch(
+            {"torch_acc._C": undefined},
+            """
+            print((torch.ones(2) + 1).tolist(), torch.randn(3, 3).sum().dtype)
+            try:
+                import torch_acc
+            except ImportError as e:
+                print("import torch_acc:", e)
+            """,
+        )
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        warned, works, imported = proc.stdout.splitlines()
+        warned = json.loads(warned)
+        self.assertEqual(len(warned), 1, warned)
+        self.assertIn(
+            "torch_acc's backends are not available: its compiled extension torch_acc._C cannot "
+            f"be loaded (ImportError: {undefined}). It was most likely built against another "
+            "torch than this one (2.",
+            warned[0],
+        )
+        self.assertIn(
+            "rebuild torch_acc against this torch (`pip install --no-build-isolation -e .` in "
+            "its source tree, or ./build.sh). torch works without it; "
+            "TORCH_DEVICE_BACKEND_AUTOLOAD=0 skips loading backends",
+            warned[0],
+        )
+        self.assertEqual(works, "[2.0, 2.0] torch.float32")
+        # Imported explicitly, the package still fails loudly.
+        self.assertEqual(imported, f"import torch_acc: {undefined}")
+
+    def test_one_backend_that_cannot_load_leaves_the_other(self):
+        proc = _import_torch(
+            {"ml_dtypes": "No module named 'ml_dtypes'"},
+            "import torch_acc; print(torch_acc.backends())",
+        )
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        warned, listed = proc.stdout.splitlines()
+        self.assertEqual(
+            json.loads(warned),
+            [
+                "torch_acc: backend 'npy' was not registered: ImportError: No module named "
+                "'ml_dtypes'. torch works without it"
+            ],
+        )
+        self.assertEqual(listed, "{'ref': False}")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
 # Owner(s): ["module: PrivateUse1"]
 """Saving and loading tensors, state dicts and modules on a Python backend."""
 
+import collections
 import copy
 import io
 import os
 import pickle
+import re
 import subprocess
 import sys
 import tempfile
@@ -68,6 +70,29 @@ def _round_trip(obj, **load_kwargs):
     torch.save(obj, buf)
     buf.seek(0)
     return torch.load(buf, **load_kwargs)
+
+
+class Rebuilt:
+    """Pickles as a call of ``rebuild`` with arguments of a test's choosing: a file as a
+    careless or hostile writer could make it, loadable with ``weights_only=True``."""
+
+    def __init__(self, rebuild, *args):
+        self.rebuild = rebuild
+        self.args = args
+
+    def __reduce__(self):
+        return (self.rebuild, self.args)
+
+
+def _crafted(*args) -> Rebuilt:
+    """A file's call of the payload tensor rebuild (:func:`library._rebuild_payload_tensor`)."""
+    return Rebuilt(library._rebuild_payload_tensor, *args)
+
+
+def _npy_state(array) -> dict:
+    buf = io.BytesIO()
+    np.save(buf, array)
+    return {"npy": buf.getvalue()}
 
 
 class TestSaveLoad(TestCase):
@@ -255,6 +280,95 @@ class TestCustomFormat(TestCase):
         self.assertEqual(FORMAT.calls, [])
         y.add_(1)
         self.assertEqual(x.cpu(), torch.arange(3.0))
+
+    def _assert_load_fails(self, crafted, error, message):
+        data = _saved_bytes(crafted)
+        for kwargs in ({}, {"weights_only": False}, {"map_location": "cpu"},
+                       {"map_location": {"npy:0": "npy:0"}}):
+            with self.subTest(kwargs=kwargs), self.assertRaisesRegex(error, message):
+                torch.load(io.BytesIO(data), **kwargs)
+
+    def test_crafted_size_larger_than_the_payload(self):
+        # Loaded as it was, a (50_000_000,) tensor over 0 elements read the process's heap.
+        self._assert_load_fails(
+            _crafted("npy", _npy_state(np.zeros(0, np.float32)), torch.float32, (50_000_000,),
+                    "npy:0", False),
+            RuntimeError,
+            r"cannot load a tensor saved by the npy backend in its own format: its deserialize "
+            r"function \(NpyFormat.deserialize\) returned a numpy.ndarray of shape \(0,\) and "
+            r"dtype float32, but the file gives shape \(50000000,\) and dtype torch.float32; "
+            r"the file is damaged or was not written by torch.save",
+        )
+
+    def test_crafted_shape_with_as_many_elements(self):
+        self._assert_load_fails(
+            _crafted("npy", _npy_state(np.zeros((2, 3), np.float32)), torch.float32, (6,),
+                    "npy:0", False),
+            RuntimeError,
+            r"returned a numpy.ndarray of shape \(2, 3\) and dtype float32, but the file gives "
+            r"shape \(6,\) and dtype torch.float32",
+        )
+
+    def test_crafted_dtype(self):
+        # float64 over an int8 payload would read eight times its bytes.
+        self._assert_load_fails(
+            _crafted("npy", _npy_state(np.zeros(4, np.int8)), torch.float64, (4,), "npy:0",
+                    False),
+            RuntimeError,
+            r"returned a numpy.ndarray of shape \(4,\) and dtype int8, but the file gives "
+            r"shape \(4,\) and dtype torch.float64",
+        )
+
+    def test_crafted_state_that_is_no_payload(self):
+        buf = io.BytesIO()
+        np.savez(buf, x=np.zeros(3))  # np.load gives an NpzFile, no array
+        self._assert_load_fails(
+            _crafted("npy", {"npy": buf.getvalue()}, torch.float64, (3,), "npy:0", False),
+            TypeError,
+            r"its deserialize function \(NpyFormat.deserialize\) returned a numpy.NpzFile, but "
+            r"the file gives shape \(3,\) and dtype torch.float64",
+        )
+
+    def test_crafted_metadata(self):
+        state = _npy_state(np.zeros(3, np.float32))
+        for dtype, size in (("float32", (3,)), (torch.float32, (-1,)), (torch.float32, 3)):
+            with self.subTest(dtype=dtype, size=size):
+                self._assert_load_fails(
+                    _crafted("npy", state, dtype, size, "npy:0", False),
+                    RuntimeError,
+                    rf"cannot load a tensor saved by the npy backend in its own format: the "
+                    rf"file gives dtype {re.escape(repr(dtype))} and size "
+                    rf"{re.escape(repr(size))}, but expected a torch.dtype and a tuple of "
+                    r"non-negative ints",
+                )
+
+    def test_crafted_file_that_is_consistent_loads(self):
+        for location in (None, "cpu"):
+            y = torch.load(
+                io.BytesIO(_saved_bytes(_crafted(
+                    "npy", _npy_state(np.arange(6.0).reshape(2, 3)), torch.float64, [2, 3],
+                    "npy:0", True,
+                ))),
+                map_location=location,
+            )
+            self.assertEqual(y.device.type, location or "npy")
+            self.assertEqual(y.cpu(), torch.arange(6.0, dtype=torch.float64).reshape(2, 3))
+            self.assertTrue(y.requires_grad)
+
+    def test_crafted_cpu_copy_larger_than_its_storage(self):
+        # The CPU-copy path (no impl_serialization) rebuilds a CPU tensor with torch's own
+        # bounds check of its storage before copying it to the device.
+        storage = torch.storage.TypedStorage(
+            wrap_storage=torch.zeros(0).untyped_storage(), dtype=torch.float32, _internal=True
+        )
+        cpu = Rebuilt(torch._utils._rebuild_tensor_v2, storage, 0, (50_000_000,), (1,), False,
+                      collections.OrderedDict())
+        self._assert_load_fails(
+            Rebuilt(torch._utils._rebuild_device_tensor_from_cpu_tensor, cpu, torch.float32,
+                    "npy:0", False),
+            RuntimeError,
+            "Trying to resize storage that is not resizable",
+        )
 
     def test_registration_errors(self):
         with self.assertRaisesRegex(TypeError, r"expected deserialize to be callable, but got "

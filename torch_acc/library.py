@@ -51,18 +51,26 @@ def impl_payload(*, as_strided, to_cpu, from_cpu, copy_into):
 
     Args:
         as_strided: ``as_strided(payload, size, stride, storage_offset)``, the payload of a
-            view (sizes and strides in elements, relative to the payload's own layout).
-        to_cpu: ``to_cpu(payload)``, a CPU tensor with the payload's values.
-        from_cpu: ``from_cpu(tensor)``, a new payload with a CPU tensor's values.
+            view (sizes and strides in elements, relative to the payload's own layout), of
+            shape ``size``.
+        to_cpu: ``to_cpu(payload)``, a CPU ``torch.Tensor`` with the payload's values, shape
+            and dtype.
+        from_cpu: ``from_cpu(tensor)``, a new payload with a CPU tensor's values, shape and
+            dtype.
         copy_into: ``copy_into(dst, src)``, writes ``src`` into the payload ``dst`` (with
             broadcasting and dtype conversion) and returns ``dst``, or returns the new payload
-            for a backend whose payloads are immutable.
+            for a backend whose payloads are immutable: one with ``dst``'s shape, dtype and
+            strides, for a tensor that spans its whole payload (not for a view of part of it).
+
+    What each function returns is checked: a result that breaks these rules is a
+    ``TypeError`` (not a tensor or payload at all) or ``RuntimeError`` (wrong shape, dtype or
+    strides) naming the backend, the function and what it returned.
     """
     global _lib
     if _payload_functions:
         raise RuntimeError("the payload functions of this backend are already registered")
     _payload_functions.update(to_cpu=to_cpu, from_cpu=from_cpu, copy_into=copy_into)
-    _C.set_as_strided(as_strided)
+    _C.set_as_strided(_checked_as_strided(as_strided))
     _C.set_copy_into(copy_into)
     lib = torch.library.Library("aten", "IMPL")
     lib.impl("_copy_from", _copy_from, "PrivateUse1")
@@ -80,18 +88,155 @@ def _on_device(t: torch.Tensor) -> bool:
     return t.device.type == torch._C._get_privateuse1_backend_name()
 
 
+def _function_name(fn) -> str:
+    return getattr(fn, "__qualname__", None) or repr(fn)
+
+
+def _describe(obj) -> str:
+    """What a payload function returned, for an error message."""
+    if obj is None:
+        return "None"
+    if isinstance(obj, torch.Tensor):
+        return f"a {obj.device.type} torch.Tensor of shape {tuple(obj.shape)} and dtype {obj.dtype}"
+    kind = type(obj)
+    name = kind.__qualname__ if kind.__module__ == "builtins" else (
+        f"{kind.__module__.split('.')[0]}.{kind.__qualname__}"
+    )
+    try:
+        shape, dtype = tuple(obj.shape), obj.dtype
+    except Exception:  # noqa: BLE001 - not array-like: its type is all there is to say
+        return f"a {name}"
+    return f"a {name} of shape {shape} and dtype {dtype}"
+
+
+def _bad_result(function: str, result, expected: str, error=RuntimeError) -> Exception:
+    backend = torch._C._get_privateuse1_backend_name()
+    fn = _payload_functions.get(function)
+    named = function if fn is None else f"{function} ({_function_name(fn)})"
+    return error(
+        f"the {backend} backend's payload function {named} returned {_describe(result)}, "
+        f"but expected {expected}"
+    )
+
+
+def _checked_as_strided(as_strided):
+    """``as_strided`` with its result's shape checked. The C++ core calls it for every view
+    it gives a kernel, so where the shape is right the check is one comparison of tuples
+    (about 0.1 us, against 4 us for ``a[1:] + b[1:]`` on 4x4 views)."""
+
+    def view(payload, size, stride, storage_offset):
+        result = as_strided(payload, size, stride, storage_offset)
+        try:
+            if result.shape == size:
+                return result
+            shape = tuple(int(s) for s in result.shape)  # a shape that is a list, say
+        except Exception:  # noqa: BLE001 - reported as not a payload below
+            shape = None
+        if shape == tuple(size):
+            return result
+        backend = torch._C._get_privateuse1_backend_name()
+        raise (TypeError if shape is None else RuntimeError)(
+            f"the {backend} backend's payload function as_strided "
+            f"({_function_name(as_strided)}) returned {_describe(result)}, but expected a "
+            f"payload of the view's shape {tuple(size)} (size {tuple(size)}, stride "
+            f"{tuple(stride)}, storage offset {storage_offset})"
+        )
+
+    return view
+
+
+def _layout(payload, device=None) -> torch.Tensor | None:
+    """A tensor over ``payload`` with the payload's own shape, dtype and strides, as the C++
+    core reads them; None if ``payload`` is no payload (it has no shape or dtype)."""
+    try:
+        return _C.wrap(payload, device=device)
+    except Exception:  # noqa: BLE001 - whatever the object lacks, it is not a payload
+        return None
+
+
+def _same_strides(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``a`` and ``b``, of one shape, lay their elements out alike in memory."""
+    return a.numel() == 0 or all(
+        sa == sb for n, sa, sb in zip(a.shape, a.stride(), b.stride(), strict=True) if n > 1
+    )
+
+
+def _extent(t: torch.Tensor) -> int:
+    """Bytes from the start of ``t``'s payload to the end of its last element."""
+    if t.numel() == 0:
+        return 0
+    last = t.storage_offset() + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True))
+    return (last + 1) * t.element_size()
+
+
+def _to_cpu(t: torch.Tensor) -> torch.Tensor:
+    """``to_cpu`` of the payload of the device tensor ``t``, checked."""
+    value = _payload_functions["to_cpu"](_C.payload(t))
+    if (
+        isinstance(value, torch.Tensor)
+        and value.device.type == "cpu"
+        and value.shape == t.shape
+        and value.dtype == t.dtype
+    ):
+        return value
+    raise _bad_result(
+        "to_cpu",
+        value,
+        f"a CPU torch.Tensor of shape {tuple(t.shape)} and dtype {t.dtype} (the tensor's)",
+        TypeError if not isinstance(value, torch.Tensor) else RuntimeError,
+    )
+
+
+def _from_cpu(t: torch.Tensor):
+    """``from_cpu`` of the CPU tensor ``t``, checked."""
+    result = _payload_functions["from_cpu"](t)
+    found = _layout(result)
+    if found is None or found.shape != t.shape or found.dtype != t.dtype:
+        raise _bad_result(
+            "from_cpu",
+            result,
+            f"a payload of shape {tuple(t.shape)} and dtype {t.dtype} (the CPU tensor's)",
+            TypeError if found is None else RuntimeError,
+        )
+    return result
+
+
 def _write(dst: torch.Tensor, value) -> None:
     given = _C.payload(dst)
     result = _payload_functions["copy_into"](given, value)
-    if result is not given:
-        _C.set_payload(dst, result)
+    if result is given:
+        return
+    found = _layout(result)
+    if found is None or found.shape != dst.shape or found.dtype != dst.dtype:
+        raise _bad_result(
+            "copy_into",
+            result,
+            f"the dst payload it was given or a new payload of dst's shape {tuple(dst.shape)} "
+            f"and dtype {dst.dtype}",
+            TypeError if found is None else RuntimeError,
+        )
+    if dst.storage_offset() != 0 or _extent(dst) != _C.payload_nbytes(dst):
+        raise _bad_result(
+            "copy_into",
+            result,
+            "the dst payload it was given: dst is a view of part of a payload, which a new "
+            "payload cannot replace (write into dst)",
+        )
+    if not _same_strides(found, dst):
+        raise _bad_result(
+            "copy_into",
+            result,
+            f"the dst payload it was given or a new payload laid out as dst (strides "
+            f"{dst.stride()}), but the new payload has strides {found.stride()}",
+        )
+    _C.set_payload(dst, result)
 
 
 def _values(t: torch.Tensor) -> torch.Tensor:
     """A tensor's values on the CPU, its conj and neg bits applied."""
     if not _on_device(t):
         return t.detach().resolve_conj().resolve_neg()
-    value = _payload_functions["to_cpu"](_C.payload(t))
+    value = _to_cpu(t)
     if t.is_conj():
         value = torch.conj_physical(value)
     if t.is_neg():
@@ -109,7 +254,7 @@ def _copy_with_bits(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
         value = torch.neg(value)
     if dst.is_conj():
         value = torch.conj_physical(value)
-    _write(dst, _payload_functions["from_cpu"](value.to(dst.dtype)))
+    _write(dst, _from_cpu(value.to(dst.dtype)))
     return dst
 
 
@@ -117,11 +262,11 @@ def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False)
     if src.is_conj() or dst.is_conj() or src.is_neg() or dst.is_neg():
         return _copy_with_bits(src, dst)
     if not _on_device(dst):
-        dst.copy_(_payload_functions["to_cpu"](_C.payload(src)))
+        dst.copy_(_to_cpu(src))
     elif _on_device(src):
         _write(dst, _C.payload(src))
     elif src.device.type == "cpu":
-        _write(dst, _payload_functions["from_cpu"](src.detach()))
+        _write(dst, _from_cpu(src.detach()))
     else:
         raise RuntimeError(
             f"cannot copy from {src.device} to {dst.device}: copy through the CPU "
@@ -151,8 +296,10 @@ def impl_serialization(serialize, deserialize):
             torch's weights-only unpickler allows: tensors, numbers, strings, ``bytes``,
             tuples, lists and dicts of them.
         deserialize: ``deserialize(state)``, a new payload with the values of the payload
-            ``serialize`` was given. The tensor gets the saved shape, dtype, requires_grad
-            and device (after ``map_location``), and the strides of the new payload.
+            ``serialize`` was given. The tensor gets the saved requires_grad and device
+            (after ``map_location``), and the new payload's shape, dtype and strides, which
+            must be the saved shape and dtype: a payload that is not, as a damaged or crafted
+            file gives, is an error naming the backend, never a tensor larger than its data.
 
     Loading such a tensor needs the backend set up in the loading process, even with
     ``map_location="cpu"`` (the payload is deserialized, then copied to the CPU with the
@@ -221,6 +368,10 @@ def _reduce(tensor: torch.Tensor):
     )
 
 
+def _is_shape(size) -> bool:
+    return isinstance(size, tuple | list) and all(type(n) is int and n >= 0 for n in size)
+
+
 def _rebuild_payload_tensor(backend, state, dtype, size, device, requires_grad):
     """Loads a tensor saved by :func:`_reduce`, on ``device`` or where ``map_location`` says."""
     if torch._C._get_privateuse1_backend_name() != backend or not _C.is_python_backend():
@@ -235,21 +386,36 @@ def _rebuild_payload_tensor(backend, state, dtype, size, device, requires_grad):
             f"Loading it, even with map_location='cpu', needs the {backend} backend set up "
             "before torch.load"
         )
+    if not isinstance(dtype, torch.dtype) or not _is_shape(size):
+        raise RuntimeError(
+            f"cannot load a tensor saved by the {backend} backend in its own format: the file "
+            f"gives dtype {dtype!r} and size {size!r}, but expected a torch.dtype and a tuple "
+            "of non-negative ints; the file is damaged or was not written by torch.save"
+        )
     target = torch.device(torch._utils._get_restore_location(device))
+    deserialize = _serialization[1]
     if target.type == backend and target.index is not None:
         # The payload is made on the device it will belong to, as kernels' results are.
         previous = _C.current_device()
         _C.set_device(target.index)
         try:
-            payload = _serialization[1](state)
+            payload = deserialize(state)
         finally:
             _C.set_device(previous)
     else:
-        payload = _serialization[1](state)
-    if target.type == backend:
-        tensor = _C.wrap(payload, shape=size, dtype=dtype, device=target)
-    else:
-        tensor = _payload_functions["to_cpu"](payload).to(dtype).reshape(size).to(target)
+        payload = deserialize(state)
+    # The tensor takes the payload's own shape, dtype and strides, which must be the saved
+    # ones: metadata read from a file never describes more data than the payload holds.
+    tensor = _layout(payload, target if target.type == backend else None)
+    if tensor is None or tensor.shape != tuple(size) or tensor.dtype != dtype:
+        raise (TypeError if tensor is None else RuntimeError)(
+            f"cannot load a tensor saved by the {backend} backend in its own format: its "
+            f"deserialize function ({_function_name(deserialize)}) returned "
+            f"{_describe(payload)}, but the file gives shape {tuple(size)} and dtype {dtype}; "
+            "the file is damaged or was not written by torch.save"
+        )
+    if target.type != backend:
+        tensor = tensor.cpu().to(target)
     tensor.requires_grad = requires_grad
     return tensor
 

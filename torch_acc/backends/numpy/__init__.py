@@ -77,5 +77,6 @@ def setup() -> str:
 
 
 def register() -> None:
-    """The ``torch.backends`` entry point: record the backend, bind nothing."""
+    """Record the backend, bind nothing: what the ``torch.backends`` entry point
+    (``torch_acc_autoload.npy``) calls."""
     registry.autoload(DEVICE, sys.modules[__name__])
