@@ -111,11 +111,25 @@ class TestNumpyModels(TestCase):
                          lambda out: out[0].sum())
 
     @parametrize("bidirectional", [False, True])
-    def test_gru(self, bidirectional):
+    @parametrize("batch_first", [False, True])
+    def test_gru(self, bidirectional, batch_first):
+        # batch_first: ATen transposes the stacked outputs in place (transpose_), which needs
+        # stack's result to be a whole array of its own.
         torch.manual_seed(0)
-        gru = nn.GRU(5, 6, num_layers=2, bidirectional=bidirectional)
+        gru = nn.GRU(5, 6, num_layers=2, bidirectional=bidirectional, batch_first=batch_first)
         self._train_step(gru, lambda: (torch.randn(4, 3, 5), torch.randn(
-            2 * (1 + bidirectional), 3, 6)), lambda out: out[0].square().sum() + out[1].sum())
+            2 * (1 + bidirectional), 4 if batch_first else 3, 6)),
+            lambda out: out[0].square().sum() + out[1].sum())
+
+    def test_stack_then_inplace_transpose(self):
+        parts = [torch.randn(2, 3, generator=torch.Generator().manual_seed(i)) for i in range(4)]
+        for dim in (0, 1, -1):
+            expected = torch.stack(parts, dim).transpose_(0, 1)
+            actual = torch.stack([p.to(DEVICE) for p in parts], dim).transpose_(0, 1)
+            self.assertEqual(actual.stride(), expected.stride())
+            self.assertMatchesCpu(actual, expected)
+        with self.assertRaisesRegex(RuntimeError, "stack expects each tensor to be equal size"):
+            torch.stack([torch.ones(2, device=DEVICE), torch.ones(3, device=DEVICE)])
 
     def test_gru_no_bias_packed_sequence(self):
         torch.manual_seed(0)
@@ -211,6 +225,23 @@ class TestNumpyModels(TestCase):
         with torch.no_grad():
             expected = encoder(x)
             actual = _on(encoder, DEVICE)(x.to(DEVICE))
+        self.assertMatchesCpu(actual, expected, atol=1e-5, rtol=1e-4)
+
+    def test_transformer_encoder_padding_mask_eval(self):
+        # In eval mode with a padding mask, nn.TransformerEncoder converts its input to a
+        # nested tensor, which npy has no kernels for: a clear error, not a wrong result...
+        torch.manual_seed(0)
+        layer = nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+        x = torch.randn(2, 4, 8)
+        padding = torch.tensor([[False, False, True, True], [False] * 4])
+        encoder = nn.TransformerEncoder(layer, num_layers=2).eval()
+        with torch.no_grad(), self.assertRaisesRegex(NotImplementedError, "nested_tensor"):
+            _on(encoder, DEVICE)(x.to(DEVICE), src_key_padding_mask=padding.to(DEVICE))
+        # ... and without nested tensors, CPU's answer (each layer's fast path).
+        encoder = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False).eval()
+        with torch.no_grad():
+            expected = encoder(x, src_key_padding_mask=padding)
+            actual = _on(encoder, DEVICE)(x.to(DEVICE), src_key_padding_mask=padding.to(DEVICE))
         self.assertMatchesCpu(actual, expected, atol=1e-5, rtol=1e-4)
 
     @parametrize("need_weights", [False, True])
