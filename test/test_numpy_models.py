@@ -370,6 +370,10 @@ class TestNumpyModels(TestCase):
         with self.assertRaisesRegex(RuntimeError, "found_inf must be a 1-element tensor"):
             torch._amp_foreach_non_finite_check_and_unscale_(
                 grads, torch.zeros(2, device=DEVICE), torch.ones(1, device=DEVICE))
+        with self.assertRaisesRegex(RuntimeError, "refers to a single memory location"):
+            torch._amp_foreach_non_finite_check_and_unscale_(
+                [torch.ones(1, device=DEVICE).expand(3)], torch.zeros(1, device=DEVICE),
+                torch.ones(1, device=DEVICE))
         with self.assertRaisesRegex(RuntimeError, "growth_tracker must be a 1-element tensor "
                                                   "of dtype torch.int32"):
             torch._amp_update_scale_(torch.ones(1, device=DEVICE),
@@ -393,10 +397,28 @@ class TestNumpyModels(TestCase):
 
         self._train_step(layer, lambda: (torch.randn(3, 5),))
 
-    def test_weight_norm_conv(self):
+    @parametrize("dim", [0, 1, 2])
+    def test_weight_norm_conv(self, dim):
+        # A middle dim takes PyTorch's composite (norm_except_dim), the others the fused
+        # _weight_norm_interface.
         torch.manual_seed(0)
-        layer = nn.utils.parametrizations.weight_norm(nn.Conv1d(2, 3, 3))
+        layer = nn.utils.parametrizations.weight_norm(nn.Conv1d(2, 3, 3), dim=dim)
         self._train_step(layer, lambda: (torch.randn(2, 2, 7),))
+
+    def test_weight_norm_interface_half(self):
+        # As on the CPU, the norms of a float16 weight are float32.
+        gen = torch.Generator().manual_seed(0)
+        v = torch.randn(4, 3, generator=gen).half()
+        g = torch.rand(4, 1, generator=gen).half()
+        expected = torch._weight_norm_interface(v, g, 0)
+        actual = torch._weight_norm_interface(v.to(DEVICE), g.to(DEVICE), 0)
+        self.assertEqual([t.dtype for t in actual], [torch.float16, torch.float32])
+        self.assertMatchesCpu(actual, expected, atol=1e-3, rtol=1e-3)
+        grad = torch.ones_like(expected[0])
+        expected = torch.ops.aten._weight_norm_interface_backward(grad, v, g, expected[1], 0)
+        actual = torch.ops.aten._weight_norm_interface_backward(
+            grad.to(DEVICE), v.to(DEVICE), g.to(DEVICE), actual[1], 0)
+        self.assertMatchesCpu(actual, expected, atol=1e-3, rtol=1e-3)
 
     def test_weight_norm_backward_rejects_middle_dim(self):
         w = torch.randn(2, 3, 4, device=DEVICE)

@@ -17,7 +17,7 @@ import torch
 
 from torch_acc import _C
 
-from ._common import DEVICE, np_dtype, NUMPY_TO_TORCH
+from ._common import check_no_internal_overlap, DEVICE, np_dtype, NUMPY_TO_TORCH
 from ._nn import _compute_dtype, _f, _HALF, _out
 
 
@@ -46,6 +46,7 @@ def _amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale):
             raise RuntimeError(f"{op}: tensor {k} of the list is not floating point "
                                f"(dtype {NUMPY_TO_TORCH[grad.dtype]})")
         _writable(op, f"tensor {k} of the list", grad)
+        check_no_internal_overlap(op, grad)
         cdt = np.float32 if grad.dtype in _HALF else grad.dtype
         value = _f(grad, cdt)
         if not np.isfinite(value).all():
@@ -78,16 +79,31 @@ def _amp_update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_
     return scale
 
 
+def _weight_norm_dims(op, v, dim):
+    """(compute dtype, result dtype, axes reduced, shape of the norms) of a weight norm."""
+    if dim not in (0, v.ndim - 1):
+        raise RuntimeError(f"{op}: fused kernels can only be applied for first or last dim, "
+                           f"got dim={dim} for a {v.ndim}-d weight")
+    dtype, cdt = _compute_dtype(op, v)
+    shape = [1] * v.ndim
+    shape[dim] = v.shape[dim]
+    return dtype, cdt, tuple(a for a in range(v.ndim) if a != dim), shape
+
+
+def _weight_norm_interface(v, g, dim=0):
+    """As the CPU: the norms in float32 for float16 and bfloat16 weights (the decomposition
+    would give them in the weight's dtype)."""
+    dtype, cdt, axes, shape = _weight_norm_dims("_weight_norm_interface", v, dim)
+    vc = _f(v, cdt)
+    norm = np.sqrt(np.square(vc).sum(axis=axes, keepdims=True))
+    w = vc * (_f(g, cdt).reshape(shape) / norm)
+    return _out(w, dtype), _out(norm, cdt)
+
+
 def _weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim):
     op = "_weight_norm_interface_backward"
-    if dim not in (0, saved_v.ndim - 1):
-        raise RuntimeError(f"{op}: fused kernels can only be applied for first or last dim, "
-                           f"got dim={dim} for a {saved_v.ndim}-d weight")
-    dtype, cdt = _compute_dtype(op, saved_v)
-    axes = tuple(a for a in range(saved_v.ndim) if a != dim)
+    dtype, cdt, axes, shape = _weight_norm_dims(op, saved_v, dim)
     gw, v = _f(grad_w, cdt), _f(saved_v, cdt)
-    shape = [1] * saved_v.ndim
-    shape[dim] = saved_v.shape[dim]
     norm = _f(saved_norms, cdt).reshape(shape)
     g = _f(saved_g, cdt).reshape(shape)
     grad_g = (gw * v).sum(axis=axes, keepdims=True) / norm
@@ -104,6 +120,7 @@ def _efficientzerotensor(size, *, dtype=None, layout=None, device=None, pin_memo
 KERNELS = {
     "_amp_foreach_non_finite_check_and_unscale_": _amp_foreach_non_finite_check_and_unscale_,
     "_amp_update_scale_": _amp_update_scale_,
+    "_weight_norm_interface": _weight_norm_interface,
     "_weight_norm_interface_backward": _weight_norm_interface_backward,
     "_efficientzerotensor": _efficientzerotensor,
 }
