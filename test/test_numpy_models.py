@@ -215,6 +215,19 @@ class TestNumpyModels(TestCase):
                 actual = on_npy(x.to(DEVICE), **kwargs)
             self.assertMatchesCpu(actual, expected, atol=1e-5, rtol=1e-4)
 
+    @parametrize("dtype", [torch.float16, torch.bfloat16])
+    def test_transformer_encoder_layer_eval_low_precision(self, dtype):
+        # Computed in float32, each step rounded to the layer's dtype as on the CPU.
+        torch.manual_seed(0)
+        layer = nn.TransformerEncoderLayer(8, 2, 16, activation="gelu", batch_first=True)
+        layer = layer.to(dtype).eval()
+        x = torch.randn(2, 5, 8, dtype=dtype)
+        with torch.no_grad():
+            expected = layer(x)
+            actual = _on(layer, DEVICE)(x.to(DEVICE))
+        self.assertEqual(actual.dtype, dtype)
+        self.assertMatchesCpu(actual, expected, atol=2e-2, rtol=2e-2)
+
     def test_transformer_encoder_eval(self):
         torch.manual_seed(0)
         layer = nn.TransformerEncoderLayer(16, 4, 32, batch_first=True)

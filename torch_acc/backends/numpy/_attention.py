@@ -137,11 +137,12 @@ def _transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bi
     residual = x
     if norm_first:
         x = _layer_norm(x, norm_weight_2, norm_bias_2, eps, dtype)
-    h = _linear(_f(x, cdt), _f(ffn_weight_1, cdt), _f(ffn_bias_1, cdt))
-    h = _gelu(h) if use_gelu else np.maximum(h, np.zeros((), cdt))
-    h = _linear(_out(h, dtype).astype(cdt, copy=False), _f(ffn_weight_2, cdt),
-                _f(ffn_bias_2, cdt))
-    x = _out(_out(h, dtype) + residual, dtype)
+    # Each step's result rounded to the layer's dtype, as CPU's linear and activation give it.
+    h = _out(_linear(_f(x, cdt), _f(ffn_weight_1, cdt), _f(ffn_bias_1, cdt)), dtype)
+    h = _f(h, cdt)
+    h = _out(_gelu(h) if use_gelu else np.maximum(h, np.zeros((), cdt)), dtype)
+    h = _out(_linear(_f(h, cdt), _f(ffn_weight_2, cdt), _f(ffn_bias_2, cdt)), dtype)
+    x = _out(h + residual, dtype)
     if not norm_first:
         x = _layer_norm(x, norm_weight_2, norm_bias_2, eps, dtype)
     return _out(x, dtype)
