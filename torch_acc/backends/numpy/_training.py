@@ -1,11 +1,13 @@
 """Kernels of the ``npy`` backend that training utilities reach: ``GradScaler``'s unscale and
-scale update, ``weight_norm``'s gradient, and the zero tensors of autograd and forward-mode AD.
+scale update, ``weight_norm``'s norms and gradient, and the zero tensors of autograd and
+forward-mode AD.
 
-None of these operators has a decomposition. As on the CPU, gradients are unscaled in float32
-(float64 in float64) and rounded back to their dtype; ``_efficientzerotensor`` (the gradient
-of ``sgn`` of a real tensor, zero tangents of forward-mode AD) gives a tensor of zeros, whose
-values are CPU's (the CPU marks its result a zero tensor, which saves work but changes no
-value).
+None of these operators but ``_weight_norm_interface`` has a decomposition (that one gives
+the norms of a float16 weight in float16, the CPU in float32). As on the CPU, gradients are
+unscaled in float32 (float64 in float64) and rounded back to their dtype;
+``_efficientzerotensor`` (the gradient of ``sgn`` of a real tensor, zero tangents of
+forward-mode AD) gives a tensor of zeros, whose values are CPU's (the CPU marks its result a
+zero tensor, which saves work but changes no value).
 
 Two operators describe a tensor's storage, which a payload tensor has none of: forward-mode
 AD (``torch.func.jvp``, ``torch.autograd.forward_ad``) asks them whether a tangent is laid out
@@ -63,14 +65,15 @@ def _amp_update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_
     _one_element(op, "found_inf", found_inf, np.float32)
     _writable(op, "current_scale", scale)
     _writable(op, "growth_tracker", growth_tracker)
-    current = np.float32(scale.reshape(()))
+    # As the CPU: the float32 scale times the (double) factor, rounded to float32.
+    current = float(scale.reshape(()))
     if found_inf.reshape(()).item():
-        scale[...] = current * np.float32(backoff_factor)
+        scale[...] = np.float32(current * backoff_factor)
         growth_tracker[...] = 0
         return scale
     successful = int(growth_tracker.reshape(())) + 1
     if successful == growth_interval:
-        grown = np.float32(current * np.float32(growth_factor))
+        grown = np.float32(current * growth_factor)
         if np.isfinite(grown):
             scale[...] = grown
         growth_tracker[...] = 0
