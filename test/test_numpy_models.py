@@ -91,7 +91,7 @@ class TestNumpyModels(TestCase):
         results = {}
         for device in (DEVICE, "cpu"):
             m = _on(lstm, device)
-            inputs = [t.to(device).requires_grad_() for t in (x, h0, c0)]
+            inputs = [t.detach().to(device).requires_grad_() for t in (x, h0, c0)]
             out = m(inputs[0], (inputs[1], inputs[2]))
             loss(out).backward()
             results[device] = (out, [t.grad for t in inputs], _grads(m))
@@ -105,7 +105,7 @@ class TestNumpyModels(TestCase):
                          lambda out: out[0].square().sum() + out[1][1].sum())
 
     def test_lstm_only_output_used(self):
-        # The last hidden and cell states get no gradient: the backward gets None for them.
+        # Only the outputs are used: the last step's backward gets None for the cell state.
         torch.manual_seed(0)
         self._train_step(nn.LSTM(3, 4), lambda: (torch.randn(6, 2, 3),),
                          lambda out: out[0].sum())
@@ -139,7 +139,7 @@ class TestNumpyModels(TestCase):
         results = {}
         for device in (DEVICE, "cpu"):
             m = _on(gru, device)
-            xd = x.to(device).requires_grad_()
+            xd = x.detach().to(device).requires_grad_()
             packed = nn.utils.rnn.pack_padded_sequence(xd, lengths)
             out, h = m(packed)
             y, _ = nn.utils.rnn.pad_packed_sequence(out)
@@ -163,7 +163,7 @@ class TestNumpyModels(TestCase):
         results = {}
         for device in (DEVICE, "cpu"):
             m = _on(cell, device)
-            xd = x.to(device).requires_grad_()
+            xd = x.detach().to(device).requires_grad_()
             (g,) = torch.autograd.grad(m(xd).square().sum(), xd, create_graph=True)
             g.sum().backward()
             results[device] = (g, xd.grad)
@@ -311,7 +311,7 @@ class TestNumpyModels(TestCase):
         mask = None if is_causal else torch.randn(5, 5, generator=gen)
         results = {}
         for device in (DEVICE, "cpu"):
-            qkv = [t.to(device).requires_grad_() for t in (q, k, v)]
+            qkv = [t.detach().to(device).requires_grad_() for t in (q, k, v)]
             out = F.scaled_dot_product_attention(
                 *qkv, attn_mask=None if mask is None else mask.to(device), is_causal=is_causal)
             out.square().sum().backward()
