@@ -1,4 +1,4 @@
-r"""The main job: train two small classifiers on the ``npy`` device and on CPU side by side.
+r"""The main job: train small classifiers on the ``npy`` device and on CPU side by side.
 
 Run it with ``python -m torch_acc.demo``. It sets up the reference NumPy backend and trains,
 from the same initial weights and on the same batches:
@@ -6,8 +6,10 @@ from the same initial weights and on the same batches:
 - an MLP (``Linear``, ``ReLU``, ``Linear``) on Gaussian blobs, with ``torch.optim.SGD``;
 - a CNN (``Conv2d``, ``BatchNorm2d``, ``ReLU``, ``MaxPool2d``, twice, then ``Linear``) on
   12x12 images of bars, crosses and boxes, with ``torch.optim.Adam``;
+- a GRU (``nn.GRU``, then ``Linear`` on its last hidden state) on noisy sequences of four
+  shapes (rising, falling, a peak, a valley), with ``torch.optim.Adam``;
 
-both with the cross-entropy loss. Every step runs once on ``npy`` and once on CPU; the
+all with the cross-entropy loss. Every step runs once on ``npy`` and once on CPU; the
 losses of both devices are compared at every step (float32 tolerance). It prints the mean
 loss of every epoch for both devices, the largest difference per model and the accuracy after
 training, and with ``--plot PATH`` saves the loss curves (matplotlib). The exit status is 1
@@ -25,14 +27,14 @@ from tqdm import tqdm
 
 from torch_acc.backends import numpy as npy_backend
 
-__all__ = ["RTOL", "ATOL", "Result", "make_blobs", "make_images", "mlp", "cnn",
-           "steps_per_epoch", "train", "main"]
+__all__ = ["RTOL", "ATOL", "Result", "make_blobs", "make_images", "make_sequences", "mlp",
+           "cnn", "gru", "steps_per_epoch", "train", "main"]
 
 #: How far a loss on ``npy`` may be from CPU's, at every step: float32 rounding, grown over
 #: a few dozen steps of training.
 RTOL, ATOL = 1e-4, 1e-5
 
-MODELS = ("mlp", "cnn")
+MODELS = ("mlp", "cnn", "gru")
 
 
 def make_blobs(gen: torch.Generator, n: int = 512, features: int = 16, classes: int = 4):
@@ -63,6 +65,17 @@ def make_images(gen: torch.Generator, n: int = 256, size: int = 12):
     return x, y
 
 
+def make_sequences(gen: torch.Generator, n: int = 256, length: int = 16, classes: int = 4):
+    """``n`` sequences of ``length`` steps with one feature, and their labels: 0 rising,
+    1 falling, 2 a peak, 3 a valley, each at a random amplitude, with noise."""
+    y = torch.randint(0, classes, (n,), generator=gen)
+    t = torch.linspace(-1, 1, length)
+    shapes = torch.stack([t, -t, 1 - 2 * t.abs(), 2 * t.abs() - 1])
+    amplitude = 0.5 + torch.rand(n, 1, generator=gen)
+    x = amplitude * shapes[y] + 0.3 * torch.randn(n, length, generator=gen)
+    return x.unsqueeze(-1), y
+
+
 def mlp(features: int = 16, hidden: int = 256, classes: int = 4) -> nn.Module:
     """The demo's MLP classifier (also what ``bench/train_step.py`` times)."""
     return nn.Sequential(nn.Linear(features, hidden), nn.ReLU(), nn.Linear(hidden, classes))
@@ -81,6 +94,26 @@ def cnn(classes: int = 4) -> nn.Module:
         nn.MaxPool2d(2),
         nn.Flatten(), nn.Linear(16 * 3 * 3, classes),
     )
+
+
+class GRUClassifier(nn.Module):
+    """The demo's sequence classifier: a GRU over (batch, time, features), and a linear layer
+    on its last hidden state. (A GRU rather than an LSTM: on a busy machine the CPU's oneDNN
+    LSTM takes many times longer per step than the rest of the demo.)"""
+
+    def __init__(self, features: int = 1, hidden: int = 24, classes: int = 4):
+        super().__init__()
+        self.gru = nn.GRU(features, hidden, batch_first=True)
+        self.head = nn.Linear(hidden, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _, h = self.gru(x)
+        return self.head(h[-1])
+
+
+def gru(classes: int = 4) -> nn.Module:
+    """The demo's GRU classifier for sequences of one feature."""
+    return GRUClassifier(classes=classes)
 
 
 @dataclasses.dataclass
@@ -111,6 +144,7 @@ _SETUPS = {
     # name: (data, samples, model, optimizer, learning rate, batch size)
     "mlp": (make_blobs, 512, mlp, torch.optim.SGD, 0.05, 64),
     "cnn": (make_images, 256, cnn, torch.optim.Adam, 0.01, 32),
+    "gru": (make_sequences, 256, gru, torch.optim.Adam, 0.01, 32),
 }
 
 
@@ -183,13 +217,15 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=4, help="epochs per model (default 4)")
     parser.add_argument("--seed", type=int, default=0, help="seed of data and weights")
-    parser.add_argument("--model", choices=(*MODELS, "both"), default="both")
+    parser.add_argument("--model", choices=(*MODELS, "all", "both"), default="all",
+                        help="the model to train, or all of them (default; \"both\" is kept as "
+                        "a name for all)")
     parser.add_argument("--plot", metavar="PATH", help="save the loss curves to PATH (png)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
 
     device = npy_backend.setup()
-    names = MODELS if args.model == "both" else (args.model,)
+    names = MODELS if args.model in ("all", "both") else (args.model,)
     results = []
     for name in names:
         with tqdm(total=args.epochs * steps_per_epoch(name), unit="step",

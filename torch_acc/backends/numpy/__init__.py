@@ -24,7 +24,20 @@ from torch_acc import _compat, library, registry
 from torch_acc._C import PrivateUse1Hooks
 from torch_acc.backend_registration import setup_privateuseone_for_python_backend
 
-from . import _common, _fft, _index, _linalg, _nn, _pointwise, _random, _reduce, _shape
+from . import (
+    _attention,
+    _common,
+    _fft,
+    _index,
+    _linalg,
+    _nn,
+    _pointwise,
+    _random,
+    _reduce,
+    _rnn,
+    _shape,
+    _training,
+)
 from ._common import DEVICE
 from ._foreach import foreach_kernels
 from ._random import NumpyGenerator
@@ -35,7 +48,9 @@ __all__ = ["DEVICE", "NumpyGenerator", "register", "setup"]
 def _kernels() -> dict:
     """Every module's kernels; an operator registered by two modules is a mistake."""
     kernels: dict = {}
-    for module in (_shape, _index, _pointwise, _reduce, _linalg, _fft, _nn, _random):
+    modules = (_shape, _index, _pointwise, _reduce, _linalg, _fft, _nn, _random, _rnn,
+               _attention, _training)
+    for module in modules:
         twice = kernels.keys() & module.KERNELS.keys()
         if twice:
             raise RuntimeError(
@@ -72,6 +87,7 @@ def setup() -> str:
         for name, kernel in _kernels().items():
             if not _compat.aten_op_removed(name):
                 library.impl(name, kernel)
+        _training.register_storage_kernels()
         _registered = True
     return DEVICE
 

@@ -304,6 +304,26 @@ def _as_strided_scatter(self, src, size, stride, storage_offset=None):
     return out
 
 
+def _stack(tensors, dim=0):
+    """As the CPU: one new array (one copy, where the decomposition's ``cat`` of views
+    makes a result that is a view of its payload)."""
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    for i, t in enumerate(tensors[1:], 1):
+        if t.shape != tensors[0].shape:
+            raise RuntimeError(
+                f"stack expects each tensor to be equal size, but got {list(tensors[0].shape)} "
+                f"at entry 0 and {list(t.shape)} at entry {i}"
+            )
+    ndim = tensors[0].ndim + 1
+    if not -ndim <= dim < ndim:
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], but "
+            f"got {dim})"
+        )
+    return _cat([np.expand_dims(t, dim % ndim) for t in tensors], dim % ndim)
+
+
 def _view_as_real(self):
     if self.dtype.kind != "c":
         raise RuntimeError("view_as_real is only supported for complex tensors")
@@ -339,6 +359,7 @@ KERNELS = {
     "tril_indices": _tri_indices(np.tril_indices),
     "triu_indices": _tri_indices(np.triu_indices),
     "cat": _cat,
+    "stack": _stack,
     "flip": _flip,
     "roll": _roll,
     "tril": _tri(np.tril),
