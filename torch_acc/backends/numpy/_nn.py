@@ -775,10 +775,9 @@ def _softmax_dtype(op, x, half_to_float):
 def _log_softmax(x, dim, half_to_float=False):
     if x.dtype in _FLOAT and x.ndim and x.size and x.flags.c_contiguous and not half_to_float:
         # The common case, with fewer passes: float32/64, in place on fresh arrays.
-        m = x.max(axis=dim, keepdims=True)
-        if not np.isfinite(m).all():
-            m[~np.isfinite(m)] = 0
-        shifted = x - m
+        # No guard for a row whose maximum is inf or -inf: CPU gives nan for all of it, as
+        # x - m does (inf - inf, -inf + inf).
+        shifted = x - x.max(axis=dim, keepdims=True)
         e = np.exp(shifted)
         lse = np.log(e.sum(axis=dim, keepdims=True))
         shifted -= lse
@@ -789,9 +788,7 @@ def _log_softmax(x, dim, half_to_float=False):
         return _out(xc - xc, dtype)
     if xc.size == 0:
         return _out(xc, dtype)
-    m = xc.max(axis=dim, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0)
-    shifted = xc - m
+    shifted = xc - xc.max(axis=dim, keepdims=True)
     return _out(shifted - np.log(np.exp(shifted).sum(axis=dim, keepdims=True)), dtype)
 
 
@@ -802,9 +799,7 @@ def _softmax(x, dim, half_to_float=False):
         return _out(np.exp(xc - xc), dtype)
     if xc.size == 0:
         return _out(xc, dtype)
-    m = xc.max(axis=dim, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0)
-    e = np.exp(xc - m)
+    e = np.exp(xc - xc.max(axis=dim, keepdims=True))
     e /= e.sum(axis=dim, keepdims=True)
     return _out(e, dtype)
 
