@@ -424,8 +424,8 @@ def _masked_fill(self, mask, value):
         fill = value.astype(self.dtype)
     else:
         fill = checked_scalar(value, self.dtype)
-    result = np.where(mask, fill, self)
-    return _preserve(result, self) if result.shape == self.shape else _c(result)
+    # CPU's masked_fill is a contiguous clone filled in place, whatever self's layout.
+    return _c(np.where(mask, fill, self))
 
 
 def _masked_scatter(self, mask, source):

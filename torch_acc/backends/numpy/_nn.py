@@ -1106,7 +1106,7 @@ def _tanh_backward(gy, y):
 
 
 def _relu(x):
-    return np.maximum(x, np.zeros((), x.dtype))
+    return np.asarray(np.maximum(x, np.zeros((), x.dtype)))
 
 
 def _threshold_backward(grad, self, threshold):

@@ -76,6 +76,12 @@ def _cast(x, dt):
     return np.array(x).astype(dt)
 
 
+def _array(r):
+    """``r``, a ufunc's result, as an array: NumPy gives a scalar for 0-d operands, which,
+    as a payload, could not be written to (nor viewed)."""
+    return r if type(r) is _ndarray else np.asarray(r)
+
+
 def _finish(r, dt):
     r = np.asarray(r)
     return r if r.dtype == dt else r.astype(dt)
@@ -176,8 +182,8 @@ def _rsqrt(x):
 
 def _sigmoid(x):
     if x.dtype.kind == "c":
-        return 1 / (1 + np.exp(-x))
-    return sp.expit(x)
+        return _array(1 / (1 + np.exp(-x)))
+    return _array(sp.expit(x))
 
 
 def _sign(x):
@@ -425,14 +431,14 @@ def _arith(uf, a, b, alpha=1):
 
 def _add(a, b, alpha=1):
     if type(a) is _ndarray and type(b) is _ndarray and a.dtype is b.dtype and alpha == 1:
-        return a + b
+        return _array(a + b)
     return _arith(np.add, a, b, alpha)
 
 
 def _sub(a, b, alpha=1):
     if type(a) is _ndarray and type(b) is _ndarray and a.dtype is b.dtype and alpha == 1 \
             and a.dtype is not _BOOL:
-        return a - b
+        return _array(a - b)
     return _arith(np.subtract, a, b, alpha)
 
 
@@ -443,8 +449,8 @@ def _rsub(a, b, alpha=1):
 def _mul(a, b):
     if type(a) is _ndarray and type(b) is _ndarray and a.dtype is b.dtype:
         if a.dtype is _BOOL:
-            return np.logical_and(a, b)
-        return a * b
+            return _array(np.logical_and(a, b))
+        return _array(a * b)
     dt = result_type(kind(a), kind(b))
     c = _compute(dt)
     a, b = _cast(a, c), _cast(b, c)
@@ -454,7 +460,7 @@ def _mul(a, b):
 
 def _div(a, b):
     if _same(a, b) and (a.dtype.kind == "f" and a.dtype.itemsize >= 4 or a.dtype.kind == "c"):
-        return np.true_divide(a, b)
+        return _array(np.true_divide(a, b))
     a, b, dt = _operands(a, b, to_float=True)
     with np.errstate(all="ignore"):
         return _finish(np.true_divide(a, b), dt)

@@ -398,14 +398,14 @@ def _complex_logcumsumexp(a):
     """logcumsumexp along the first axis of a complex array, without overflow."""
     # CPU's _log_add_exp_helper: a nan anywhere (real or imaginary) gives nan+nanj; two
     # infinite reals of one sign give the smaller operand (-inf) or log(exp + exp) (+inf).
+    # The scan starts from -inf+0j and adds each element x as helper(x, sum).
     out = np.empty_like(a)
-    acc = a[0]
-    out[0] = acc
+    acc = np.full(a.shape[1:], complex(-np.inf, 0), a.dtype)
     nan = np.asarray(complex(np.nan, np.nan), a.dtype)
-    for i in range(1, a.shape[0]):
+    for i in range(a.shape[0]):
         x = a[i]
-        first = acc.real < x.real
-        lo, hi = np.where(first, acc, x), np.where(first, x, acc)
+        first = x.real < acc.real
+        lo, hi = np.where(first, x, acc), np.where(first, acc, x)
         same_inf = ~np.isfinite(lo.real) & (lo.real == hi.real)
         acc = np.where(
             np.isnan(acc) | np.isnan(x),
