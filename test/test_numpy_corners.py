@@ -188,6 +188,13 @@ class TestInvalidRequests(CornersTestCase):
             torch.ones(1, device=d), 0.5))
         self.assertSameAsCpu(lambda d: torch.tensor(1, device=d).add_(torch.ones(2, 1, device=d,
                                                                               dtype=torch.long)))
+        for op in ("logical_and_", "logical_or_", "floor_divide_", "copy_"):
+            self.assertSameAsCpu(lambda d, op=op: getattr(torch.tensor(1.0, device=d), op)(
+                torch.ones(2, device=d)))
+        self.assertSameAsCpu(lambda d: torch.tensor(1.0, device=d).masked_fill_(
+            torch.tensor([True, False], device=d), 1.0))
+        self.assertSameAsCpu(lambda d: torch.tensor([1.0, 0.0], device=d).logical_or_(
+            torch.tensor([0.0, 0.0], device=d)))
 
     def test_write_into_expanded(self):
         def expanded(d):

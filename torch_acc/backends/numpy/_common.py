@@ -191,6 +191,19 @@ def copy_into(dst, src):
         # A writeable payload with a zero stride is a view of an expanded tensor (a kernel's
         # read-only broadcast result is replaced below instead): CPU refuses to write to it.
         check_no_internal_overlap("copy_", dst)
-        np.copyto(dst, src, casting="unsafe")
+        try:
+            np.copyto(dst, src, casting="unsafe")
+        except ValueError:
+            raise _not_broadcastable(src, dst) from None
         return dst
-    return np.array(np.broadcast_to(src, np.shape(dst)), dtype=np.asarray(dst).dtype)
+    try:
+        return np.array(np.broadcast_to(src, np.shape(dst)), dtype=np.asarray(dst).dtype)
+    except ValueError:
+        raise _not_broadcastable(src, dst) from None
+
+
+def _not_broadcastable(src, dst) -> RuntimeError:
+    return RuntimeError(
+        f"copy_: the source of shape {list(np.shape(src))} does not broadcast to the "
+        f"destination's shape {list(np.shape(dst))} ({DEVICE} backend)"
+    )

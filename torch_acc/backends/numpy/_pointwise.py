@@ -1123,6 +1123,7 @@ def _binary_table():
     for name, uf in (("logical_and", np.logical_and), ("logical_or", np.logical_or),
                      ("logical_xor", np.logical_xor)):
         table[name] = _logical(uf)
+        table[f"{name}_"] = _inplace(table[name], f"{name}_")
     for name, uf in (("bitwise_and", np.bitwise_and), ("bitwise_or", np.bitwise_or),
                      ("bitwise_xor", np.bitwise_xor)):
         k = _bitwise(name, uf)
