@@ -431,14 +431,16 @@ def _arith(uf, a, b, alpha=1):
 
 def _add(a, b, alpha=1):
     if type(a) is _ndarray and type(b) is _ndarray and a.dtype is b.dtype and alpha == 1:
-        return _array(a + b)
+        r = a + b  # _array inlined: the hot path
+        return r if type(r) is _ndarray else np.asarray(r)
     return _arith(np.add, a, b, alpha)
 
 
 def _sub(a, b, alpha=1):
     if type(a) is _ndarray and type(b) is _ndarray and a.dtype is b.dtype and alpha == 1 \
             and a.dtype is not _BOOL:
-        return _array(a - b)
+        r = a - b
+        return r if type(r) is _ndarray else np.asarray(r)
     return _arith(np.subtract, a, b, alpha)
 
 
@@ -450,7 +452,8 @@ def _mul(a, b):
     if type(a) is _ndarray and type(b) is _ndarray and a.dtype is b.dtype:
         if a.dtype is _BOOL:
             return _array(np.logical_and(a, b))
-        return _array(a * b)
+        r = a * b
+        return r if type(r) is _ndarray else np.asarray(r)
     dt = result_type(kind(a), kind(b))
     c = _compute(dt)
     a, b = _cast(a, c), _cast(b, c)
@@ -460,7 +463,8 @@ def _mul(a, b):
 
 def _div(a, b):
     if _same(a, b) and (a.dtype.kind == "f" and a.dtype.itemsize >= 4 or a.dtype.kind == "c"):
-        return _array(np.true_divide(a, b))
+        r = np.true_divide(a, b)
+        return r if type(r) is _ndarray else np.asarray(r)
     a, b, dt = _operands(a, b, to_float=True)
     with np.errstate(all="ignore"):
         return _finish(np.true_divide(a, b), dt)
