@@ -384,7 +384,7 @@ def _index_fill_(self, dim, index, value):
     """In place, straight into ``self``: CPU writes to an expanded ``self`` too (it only
     warns), each element once, however many positions share it."""
     self1, dim, key = _along(self, dim, index, "index_fill_")
-    if 0 in self.strides and self.size > 1:
+    if any(st == 0 and n > 1 for st, n in zip(self.strides, self.shape, strict=True)):
         warnings.warn(
             "Use of index_fill_ on expanded tensors is deprecated. Please clone() the tensor "
             "before performing this operation.",

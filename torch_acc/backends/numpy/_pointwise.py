@@ -204,8 +204,8 @@ def _frac(x):
 
 def _digamma(x):
     r = sp.psi(x)
-    # PyTorch: -inf at +0 and inf at -0 (the limits from the right and the left; SciPy gives
-    # nan at -0 on some versions), nan at negative integers.
+    # PyTorch: -inf at +0 and inf at -0 (the limits from the right and from the left),
+    # whatever SciPy gives there; nan at negative integers.
     return np.where(x == 0, np.copysign(np.asarray(np.inf, r.dtype), -x), r)
 
 
