@@ -50,6 +50,11 @@ class _DefaultDeviceModule:
     C++ side always agree.
     """
 
+    #: Always initialized: there is no lazy context to create. ``torch.utils.checkpoint``
+    #: reads this attribute (not ``is_initialized()``) to decide whether to save and restore
+    #: the device's random state around a recomputed forward.
+    _initialized = True
+
     def __init__(self, name: str, hooks: _C.PrivateUse1Hooks):
         self._name = name
         self._hooks = hooks

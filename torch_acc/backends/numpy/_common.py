@@ -1,6 +1,7 @@
 """What every kernel module of the ``npy`` backend shares: dtypes, type promotion, payloads."""
 
 import functools
+import math
 
 import ml_dtypes
 import numpy as np
@@ -86,6 +87,45 @@ def promoted(result, a, b):
     return np.asarray(result, dtype=result_type(kind(a), kind(b)))
 
 
+# c10's names of the dtypes, as its overflow errors spell them.
+_C10_NAMES = {
+    np.dtype(np.uint8): "uint8_t", np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t",
+    np.dtype(np.int32): "int", np.dtype(np.int64): "int64_t",
+    np.dtype(np.float16): "c10::Half", np.dtype(ml_dtypes.bfloat16): "c10::BFloat16",
+    np.dtype(np.float32): "float", np.dtype(np.float64): "double",
+}
+
+
+def checked_scalar(value, dtype: np.dtype):
+    """A Python number as a 0-d array of ``dtype``, refused as c10's ``checked_convert``
+    refuses it (``fill_``, ``masked_fill``, ``index_fill``, ``full``): an integer or finite
+    float out of the dtype's range, nan or inf for an integer dtype, a complex number with an
+    imaginary part for a real dtype. Negative integers wrap into unsigned dtypes (``-3`` is
+    253 in uint8) down to ``-max``, as there."""
+    if dtype.kind in "bc":
+        return np.asarray(value).astype(dtype)
+    if isinstance(value, complex):
+        if value.imag != 0:
+            name = "double" if dtype.itemsize == 2 else _C10_NAMES[dtype]
+            raise RuntimeError(f"value cannot be converted to type {name} without overflow")
+        value = value.real
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        low = -int(info.max) if dtype.kind == "u" else int(info.min)
+        if not (math.isfinite(value) and low <= value <= info.max):
+            raise RuntimeError(
+                f"value cannot be converted to type {_C10_NAMES[dtype]} without overflow"
+            )
+        value = int(value)
+        return np.asarray(value % (1 << info.bits) if value < 0 and dtype.kind == "u" else value,
+                          dtype)
+    if math.isfinite(value) and abs(value) > float(ml_dtypes.finfo(dtype).max):
+        raise RuntimeError(
+            f"value cannot be converted to type {_C10_NAMES[dtype]} without overflow"
+        )
+    return np.asarray(value).astype(dtype)
+
+
 # --- payload functions ------------------------------------------------------------------
 
 
@@ -148,6 +188,22 @@ def from_cpu(tensor: torch.Tensor):
 
 def copy_into(dst, src):
     if isinstance(dst, np.ndarray) and dst.flags.writeable:
-        np.copyto(dst, src, casting="unsafe")
+        # A writeable payload with a zero stride is a view of an expanded tensor (a kernel's
+        # read-only broadcast result is replaced below instead): CPU refuses to write to it.
+        check_no_internal_overlap("copy_", dst)
+        try:
+            np.copyto(dst, src, casting="unsafe")
+        except ValueError:
+            raise _not_broadcastable(src, dst) from None
         return dst
-    return np.array(np.broadcast_to(src, np.shape(dst)), dtype=np.asarray(dst).dtype)
+    try:
+        return np.array(np.broadcast_to(src, np.shape(dst)), dtype=np.asarray(dst).dtype)
+    except ValueError:
+        raise _not_broadcastable(src, dst) from None
+
+
+def _not_broadcastable(src, dst) -> RuntimeError:
+    return RuntimeError(
+        f"copy_: the source of shape {list(np.shape(src))} does not broadcast to the "
+        f"destination's shape {list(np.shape(dst))} ({DEVICE} backend)"
+    )

@@ -6,11 +6,13 @@ Accumulating writes (``index_put_(accumulate=True)``, ``scatter_add``, ``index_a
 NumPy's unbuffered ``ufunc.at``, so repeated indices accumulate as on CPU.
 """
 
+import warnings
+
 import ml_dtypes
 import numpy as np
 import torch
 
-from ._common import DEVICE, NUMPY_TO_TORCH, result_type
+from ._common import checked_scalar, DEVICE, NUMPY_TO_TORCH, result_type
 from ._shape import contiguous as _c
 from ._shape import preserve as _preserve
 
@@ -328,8 +330,16 @@ def _along(self, dim, index, op):
     dim = _dim(dim, self.ndim)
     self1 = self.reshape(1) if self.ndim == 0 else self
     index = np.reshape(index, -1)
-    _check_bounds(index, self1.shape[dim], dim, IndexError if op == "index_select" else
-                  RuntimeError)
+    if op in ("index_select", "index_add"):
+        _check_bounds(index, self1.shape[dim], dim, IndexError)
+    elif op in ("index_copy", "index_fill", "index_fill_"):
+        try:
+            # index_fill counts negative indices from the end; index_copy does not.
+            _check_bounds(index, self1.shape[dim], dim, negative=op != "index_copy")
+        except RuntimeError as e:
+            raise IndexError(("index_copy_(): " if op == "index_copy" else "") + str(e)) from None
+    else:
+        _check_bounds(index, self1.shape[dim], dim)
     return self1, dim, (slice(None),) * dim + (index,)
 
 
@@ -366,8 +376,23 @@ def _index_copy(self, dim, index, source):
 def _index_fill(self, dim, index, value):
     out = np.array(self, order="C")
     out1, dim, key = _along(out, dim, index, "index_fill")
-    out1[key] = value
+    out1[key] = value if isinstance(value, np.ndarray) else checked_scalar(value, out.dtype)
     return out
+
+
+def _index_fill_(self, dim, index, value):
+    """In place, straight into ``self``: CPU writes to an expanded ``self`` too (it only
+    warns), each element once, however many positions share it."""
+    self1, dim, key = _along(self, dim, index, "index_fill_")
+    if any(st == 0 and n > 1 for st, n in zip(self.strides, self.shape, strict=True)):
+        warnings.warn(
+            "Use of index_fill_ on expanded tensors is deprecated. Please clone() the tensor "
+            "before performing this operation.",
+            UserWarning,
+            stacklevel=2,
+        )
+    self1[key] = value if isinstance(value, np.ndarray) else checked_scalar(value, self.dtype)
+    return self
 
 
 def _index_reduce(self, dim, index, source, reduce, *, include_self=True):
@@ -396,10 +421,11 @@ def _masked_fill(self, mask, value):
                 "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                 f"{value.ndim} dimension(s)."
             )
-        value = value[()]
-    fill = np.asarray(value).astype(self.dtype)
-    result = np.where(mask, fill, self)
-    return _preserve(result, self) if result.shape == self.shape else _c(result)
+        fill = value.astype(self.dtype)
+    else:
+        fill = checked_scalar(value, self.dtype)
+    # CPU's masked_fill is a contiguous clone filled in place, whatever self's layout.
+    return _c(np.where(mask, fill, self))
 
 
 def _masked_scatter(self, mask, source):
@@ -434,7 +460,8 @@ def _nonzero_static(self, *, size, fill_value=-1):
 
 def _where(condition, self, other):
     dtype = result_type(_kind(self), _kind(other))
-    result = np.where(condition, self, other).astype(dtype, copy=False)
+    # Python numbers as arrays (NumPy refuses -3 for uint8; PyTorch's cast wraps it to 253).
+    result = np.where(condition, np.asarray(self), np.asarray(other)).astype(dtype, copy=False)
     for like in (self, other, condition):
         if isinstance(like, np.ndarray) and like.shape == result.shape:
             return _preserve(result, like)
@@ -840,6 +867,8 @@ KERNELS = {
     "index_copy": _index_copy,
     "index_fill.int_Scalar": _index_fill,
     "index_fill.int_Tensor": _index_fill,
+    "index_fill_.int_Scalar": _index_fill_,
+    "index_fill_.int_Tensor": _index_fill_,
     "index_reduce": _index_reduce,
     "masked_fill.Scalar": _masked_fill,
     "masked_fill.Tensor": _masked_fill,

@@ -11,6 +11,7 @@ import math
 
 import ml_dtypes
 import numpy as np
+import torch
 
 from ._common import DEVICE
 
@@ -188,6 +189,23 @@ def _transposed_size(x, w, stride, padding, dilation, output_padding):
                                           output_padding, strict=True)]
 
 
+def _channels_last(a) -> bool:
+    """Whether PyTorch suggests a channels-last memory format for a tensor of ``a``'s strides
+    (a 4-d or 5-d one whose channels are innermost)."""
+    if a.ndim not in (4, 5) or a.flags.c_contiguous:
+        return False
+    t = torch.empty_strided(a.shape, [st // a.itemsize for st in a.strides], device="meta")
+    return torch._prims_common.suggest_memory_format(t) != torch.contiguous_format
+
+
+def _in_format(y, channels_last: bool):
+    """``y`` (C-contiguous) laid out channels-last where ``channels_last``, as CPU's kernels
+    give their outputs the memory format of their inputs."""
+    if not channels_last or y.ndim not in (4, 5):
+        return y
+    return np.moveaxis(np.ascontiguousarray(np.moveaxis(y, 1, -1)), -1, 1)
+
+
 def _convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
     dtype, cdt = _compute_dtype("convolution", x)
     unbatched = x.ndim == w.ndim - 1
@@ -212,7 +230,7 @@ def _convolution(x, w, bias, stride, padding, dilation, transposed, output_paddi
         y = y + _f(bias, cdt).reshape((-1,) + (1,) * (y.ndim - 2))
     if unbatched:
         y = y[0]
-    return _out(y, dtype)
+    return _in_format(_out(y, dtype), _channels_last(x) or _channels_last(w))
 
 
 def _convolution_backward(gy, x, w, bias_sizes, stride, padding, dilation, transposed,
@@ -226,18 +244,19 @@ def _convolution_backward(gy, x, w, bias_sizes, stride, padding, dilation, trans
         xc, wc, stride, padding, dilation, output_padding)
     # Outputs the caller did not ask for (output_mask) are undefined tensors.
     gx = gw = gb = None
+    channels_last = _channels_last(x) or _channels_last(w)
     if output_mask[0]:
         if transposed:
             gx = _conv(gyc, wc, stride, padding, dilation, groups, x.shape[2:])
         else:
             gx = _conv_input_grad(gyc, wc, x.shape[2:], stride, padding, dilation, groups)
-        gx = _out(gx[0] if unbatched else gx, dtype)
+        gx = _in_format(_out(gx[0] if unbatched else gx, dtype), channels_last)
     if output_mask[1]:
         if transposed:
             gw = _conv_weight_grad(xc, gyc, w.shape[2:], stride, padding, dilation, groups)
         else:
             gw = _conv_weight_grad(gyc, xc, w.shape[2:], stride, padding, dilation, groups)
-        gw = _out(gw, dtype)
+        gw = _in_format(_out(gw, dtype), _channels_last(w))
     if output_mask[2]:
         gb = _out(gyc.sum(axis=(0, *range(2, gy.ndim))), dtype)
     return gx, gw, gb
@@ -618,7 +637,8 @@ def _batch_norm(op):
         if bias is not None:
             y += _f(bias, cdt).reshape(shape)
         stat = cdt if dtype not in _HALF else np.dtype(np.float32)
-        return _out(y, dtype), _out(save_mean, stat), _out(save_invstd, stat)
+        y = _in_format(_out(y, dtype), _channels_last(x))
+        return y, _out(save_mean, stat), _out(save_invstd, stat)
 
     return kernel
 
@@ -657,7 +677,7 @@ def _native_batch_norm_backward(gy, x, weight, running_mean, running_var, save_m
             gx = (g - (sum_g / n).reshape(shape) - xhat * (sum_gx / n).reshape(shape)) * scale
         else:
             gx = g * scale
-        gx = _out(gx, dtype)
+        gx = _in_format(_out(gx, dtype), _channels_last(x))
     if output_mask[1]:
         gw = _out(sum_gx, wdt)
     if output_mask[2]:
@@ -775,10 +795,9 @@ def _softmax_dtype(op, x, half_to_float):
 def _log_softmax(x, dim, half_to_float=False):
     if x.dtype in _FLOAT and x.ndim and x.size and x.flags.c_contiguous and not half_to_float:
         # The common case, with fewer passes: float32/64, in place on fresh arrays.
-        m = x.max(axis=dim, keepdims=True)
-        if not np.isfinite(m).all():
-            m[~np.isfinite(m)] = 0
-        shifted = x - m
+        # No guard for a row whose maximum is inf or -inf: CPU gives nan for all of it, as
+        # x - m does (inf - inf, -inf + inf).
+        shifted = x - x.max(axis=dim, keepdims=True)
         e = np.exp(shifted)
         lse = np.log(e.sum(axis=dim, keepdims=True))
         shifted -= lse
@@ -788,10 +807,8 @@ def _log_softmax(x, dim, half_to_float=False):
     if xc.ndim == 0:
         return _out(xc - xc, dtype)
     if xc.size == 0:
-        return np.array(xc, dtype=dtype)
-    m = xc.max(axis=dim, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0)
-    shifted = xc - m
+        return _out(xc, dtype)
+    shifted = xc - xc.max(axis=dim, keepdims=True)
     return _out(shifted - np.log(np.exp(shifted).sum(axis=dim, keepdims=True)), dtype)
 
 
@@ -801,10 +818,8 @@ def _softmax(x, dim, half_to_float=False):
     if xc.ndim == 0:
         return _out(np.exp(xc - xc), dtype)
     if xc.size == 0:
-        return np.array(xc, dtype=dtype)
-    m = xc.max(axis=dim, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0)
-    e = np.exp(xc - m)
+        return _out(xc, dtype)
+    e = np.exp(xc - xc.max(axis=dim, keepdims=True))
     e /= e.sum(axis=dim, keepdims=True)
     return _out(e, dtype)
 
@@ -1091,7 +1106,7 @@ def _tanh_backward(gy, y):
 
 
 def _relu(x):
-    return np.maximum(x, np.zeros((), x.dtype))
+    return np.asarray(np.maximum(x, np.zeros((), x.dtype)))
 
 
 def _threshold_backward(grad, self, threshold):

@@ -21,6 +21,7 @@ from torch_acc import _compat
 
 from ._common import (
     check_no_internal_overlap,
+    checked_scalar,
     copy_into,
     DEVICE,
     kind,
@@ -33,6 +34,7 @@ _ndarray = np.ndarray
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
 _BOOL = np.dtype(np.bool_)
 _LOW = (_F16, _BF16)
 
@@ -72,6 +74,12 @@ def _cast(x, dt):
             x = (x - info.min) % (1 << info.bits) + info.min if dt.kind == "i" else x % (
                 1 << info.bits)
     return np.array(x).astype(dt)
+
+
+def _array(r):
+    """``r``, a ufunc's result, as an array: NumPy gives a scalar for 0-d operands, which,
+    as a payload, could not be written to (nor viewed)."""
+    return r if type(r) is _ndarray else np.asarray(r)
 
 
 def _finish(r, dt):
@@ -174,8 +182,8 @@ def _rsqrt(x):
 
 def _sigmoid(x):
     if x.dtype.kind == "c":
-        return 1 / (1 + np.exp(-x))
-    return sp.expit(x)
+        return _array(1 / (1 + np.exp(-x)))
+    return _array(sp.expit(x))
 
 
 def _sign(x):
@@ -196,12 +204,15 @@ def _frac(x):
 
 def _digamma(x):
     r = sp.psi(x)
-    # PyTorch: -inf at +-0 (SciPy gives -inf and inf), nan at negative integers.
-    return np.where(x == 0, np.asarray(-np.inf, r.dtype), r)
+    # PyTorch: -inf at +0 and inf at -0 (the limits from the right and from the left),
+    # whatever SciPy gives there; nan at negative integers.
+    return np.where(x == 0, np.copysign(np.asarray(np.inf, r.dtype), -x), r)
 
 
 def _lgamma(x):
-    return sp.gammaln(x)
+    # lgamma(-inf) is inf (the gamma function's magnitude grows without bound); SciPy: -inf.
+    r = sp.gammaln(x)
+    return np.where(x == -np.inf, np.asarray(np.inf, r.dtype), r)
 
 
 def _i0(x):
@@ -420,14 +431,16 @@ def _arith(uf, a, b, alpha=1):
 
 def _add(a, b, alpha=1):
     if type(a) is _ndarray and type(b) is _ndarray and a.dtype is b.dtype and alpha == 1:
-        return a + b
+        r = a + b  # _array inlined: the hot path
+        return r if type(r) is _ndarray else np.asarray(r)
     return _arith(np.add, a, b, alpha)
 
 
 def _sub(a, b, alpha=1):
     if type(a) is _ndarray and type(b) is _ndarray and a.dtype is b.dtype and alpha == 1 \
             and a.dtype is not _BOOL:
-        return a - b
+        r = a - b
+        return r if type(r) is _ndarray else np.asarray(r)
     return _arith(np.subtract, a, b, alpha)
 
 
@@ -438,8 +451,9 @@ def _rsub(a, b, alpha=1):
 def _mul(a, b):
     if type(a) is _ndarray and type(b) is _ndarray and a.dtype is b.dtype:
         if a.dtype is _BOOL:
-            return np.logical_and(a, b)
-        return a * b
+            return _array(np.logical_and(a, b))
+        r = a * b
+        return r if type(r) is _ndarray else np.asarray(r)
     dt = result_type(kind(a), kind(b))
     c = _compute(dt)
     a, b = _cast(a, c), _cast(b, c)
@@ -449,7 +463,8 @@ def _mul(a, b):
 
 def _div(a, b):
     if _same(a, b) and (a.dtype.kind == "f" and a.dtype.itemsize >= 4 or a.dtype.kind == "c"):
-        return np.true_divide(a, b)
+        r = np.true_divide(a, b)
+        return r if type(r) is _ndarray else np.asarray(r)
     a, b, dt = _operands(a, b, to_float=True)
     with np.errstate(all="ignore"):
         return _finish(np.true_divide(a, b), dt)
@@ -585,13 +600,23 @@ def _promoting_binary(name, f, complex_ok=True, float_ok=True, bool_f=None):
     return kernel
 
 
+def _common(a, b):
+    """(a, b as arrays of their promoted dtype, then of its compute dtype; that dtype): as
+    CPU's comparisons, which round both operands to the promoted dtype (``float16 == 0.1``
+    compares with ``float16(0.1)``) before they compare."""
+    dt = result_type(kind(a), kind(b))
+    c = _compute(dt)
+    a, b = _cast(a, dt), _cast(b, dt)
+    return (a, b, dt) if c is dt else (a.astype(c), b.astype(c), dt)
+
+
 def _compare(name, uf, ordered=True):
     def kernel(a, b):
         if _same(a, b) and a.dtype is not _BF16:
             if ordered and a.dtype.kind == "c":
                 raise _unsupported(name, a.dtype)
             return np.asarray(uf(a, b))
-        a, b, dt = _operands(a, b)
+        a, b, dt = _common(a, b)
         if ordered and dt.kind == "c":
             raise _unsupported(name, dt)
         return np.asarray(uf(a, b))
@@ -612,6 +637,8 @@ def _truth(x):
 
 def _logical(uf):
     def kernel(a, b):
+        if not _same(a, b):
+            a, b, _ = _common(a, b)
         return np.asarray(uf(_truth(a), _truth(b)))
 
     return kernel
@@ -923,7 +950,8 @@ def _addcdiv(x, t1, t2, *, value=1):
         )
     c = _compute(dt)
     with np.errstate(all="ignore"):
-        return _finish(_cast(x, c) + _cast(value, c) * (_cast(t1, c) / _cast(t2, c)), dt)
+        # In CPU's order, (value * t1) / t2: it decides complex inf and nan results.
+        return _finish(_cast(x, c) + _cast(value, c) * _cast(t1, c) / _cast(t2, c), dt)
 
 
 def _scalar_type(dtype: torch.dtype) -> str:
@@ -938,6 +966,11 @@ def _inplace(op, name):
     def kernel(self, *args, **kwargs):
         check_no_internal_overlap(name, self)
         value = op(self, *args, **kwargs)
+        if np.shape(value) != self.shape:
+            raise RuntimeError(
+                f"{name}: output with shape {list(self.shape)} doesn't match the broadcast "
+                f"shape {list(np.shape(value))}"
+            )
         dt = getattr(value, "dtype", None)
         if dt is not None and dt != self.dtype:
             have, want = NUMPY_TO_TORCH[np.dtype(dt)], NUMPY_TO_TORCH[self.dtype]
@@ -978,7 +1011,14 @@ def _fast_inplace(uf, op, name):
 
 
 def _fill(self, value):
-    self[...] = value
+    if isinstance(value, np.ndarray):
+        check_no_internal_overlap("fill_", self)
+        self[...] = value.astype(self.dtype)
+    elif self.size == 1 and self.dtype in _LOW:
+        # CPU's one-element fill converts a float16/bfloat16 value through double, unchecked.
+        self[...] = checked_scalar(value, _F64).astype(self.dtype)
+    else:
+        self[...] = checked_scalar(value, self.dtype)
     return self
 
 
@@ -1087,6 +1127,7 @@ def _binary_table():
     for name, uf in (("logical_and", np.logical_and), ("logical_or", np.logical_or),
                      ("logical_xor", np.logical_xor)):
         table[name] = _logical(uf)
+        table[f"{name}_"] = _inplace(table[name], f"{name}_")
     for name, uf in (("bitwise_and", np.bitwise_and), ("bitwise_or", np.bitwise_or),
                      ("bitwise_xor", np.bitwise_xor)):
         k = _bitwise(name, uf)

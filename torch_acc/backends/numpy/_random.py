@@ -128,7 +128,7 @@ def _bernoulli(self, p=None, *, generator):
     else:
         _check_p(p, "bernoulli")
         probs = p
-    return (generator.numpy.random(self.shape) < probs).astype(self.dtype)
+    return np.asarray(generator.numpy.random(self.shape) < probs).astype(self.dtype)
 
 
 def _random_high(dtype: np.dtype) -> int:

@@ -72,9 +72,10 @@ def _wide(dtype: np.dtype) -> np.dtype:
 
 
 def _out(value, dtype) -> np.ndarray:
-    """``value`` as a C-contiguous array of ``dtype`` (0-d stays 0-d)."""
+    """``value`` as a C-contiguous, writeable array of ``dtype`` (0-d stays 0-d): a copy
+    where ``value`` is a read-only broadcast."""
     value = np.asarray(value).astype(dtype, copy=False)
-    return value if value.flags.c_contiguous else value.copy(order="C")
+    return value if value.flags.c_contiguous and value.flags.writeable else value.copy(order="C")
 
 
 def _int_to_long(a, dtype):
@@ -315,7 +316,7 @@ def _with_indices(op: str, f):
         _no_complex(op, self)
         axis = _axis(op, self, dim)
         if axis is None:
-            return self.copy(), np.zeros((), _INT64)
+            return _out(self.copy(), self.dtype), np.zeros((), _INT64)
         _nonempty(op, self, axis)
         idx = f(_up(self), axis=axis, keepdims=True)
         values = np.take_along_axis(self, idx, axis)
@@ -395,15 +396,26 @@ def _cum_extreme(op: str, ufunc):
 
 def _complex_logcumsumexp(a):
     """logcumsumexp along the first axis of a complex array, without overflow."""
+    # CPU's _log_add_exp_helper: a nan anywhere (real or imaginary) gives nan+nanj; two
+    # infinite reals of one sign give the smaller operand (-inf) or log(exp + exp) (+inf).
+    # The scan starts from -inf+0j and adds each element x as helper(x, sum).
     out = np.empty_like(a)
-    acc = a[0]
-    out[0] = acc
-    for i in range(1, a.shape[0]):
+    acc = np.full(a.shape[1:], complex(-np.inf, 0), a.dtype)
+    nan = np.asarray(complex(np.nan, np.nan), a.dtype)
+    for i in range(a.shape[0]):
         x = a[i]
-        hi = np.where(acc.real >= x.real, acc, x)
-        lo = np.where(acc.real >= x.real, x, acc)
-        finite = np.isfinite(hi.real)
-        acc = np.where(finite, hi + np.log1p(np.exp(lo - np.where(finite, hi, 0))), hi)
+        first = x.real < acc.real
+        lo, hi = np.where(first, x, acc), np.where(first, acc, x)
+        same_inf = ~np.isfinite(lo.real) & (lo.real == hi.real)
+        acc = np.where(
+            np.isnan(acc) | np.isnan(x),
+            nan,
+            np.where(
+                same_inf,
+                np.where(lo.real < 0, lo, np.log(np.exp(lo) + np.exp(hi))),
+                np.log1p(np.exp(lo - hi)) + hi,
+            ),
+        )
         out[i] = acc
     return out
 
@@ -661,6 +673,11 @@ def _addmm(self, mat1, mat2, *, beta=1, alpha=1):
 
 
 def _baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
+    if batch1.ndim != 3 or batch2.ndim != 3:
+        raise RuntimeError(
+            f"baddbmm: expected 3-D batch1 and batch2, but got {batch1.ndim}-D and "
+            f"{batch2.ndim}-D"
+        )
     dtype = _check_mm("baddbmm", batch1, batch2)
     return _scaled_add("baddbmm", self, _matmul(batch1, batch2), beta, alpha, dtype)
 

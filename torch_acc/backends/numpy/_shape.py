@@ -156,8 +156,10 @@ def _is_channels_last(t, perm):
 
 
 def _flip(self, dims):
-    flipped = np.flip(self, tuple(dims)) if self.ndim else self
-    return preserve(flipped, self)
+    if not (self.ndim and dims):
+        # Nothing to flip, yet a new tensor all the same (not a view of ``self``).
+        return preserve(self, self).copy()
+    return preserve(np.flip(self, tuple(dims)), self)
 
 
 def _roll(self, shifts, dims=()):
@@ -345,6 +347,12 @@ def _view_as_complex(self):
         raise RuntimeError("Tensor must have a last dimension with stride 1")
     if any(st % (2 * self.itemsize) for st in self.strides[:-1]):
         raise RuntimeError("Tensor must have a stride divisible by 2 for all but last dimension")
+    root = self
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    offset = self.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    if offset % (2 * self.itemsize):
+        raise RuntimeError("Tensor must have a storage_offset divisible by 2")
     dtype = np.complex64 if self.dtype == np.float32 else np.complex128
     return self.view(dtype)[..., 0]
 
