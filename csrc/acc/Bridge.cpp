@@ -475,25 +475,35 @@ std::string typeName(py::handle obj) {
   return module == "builtins" ? name : module + "." + name;
 }
 
-// A meta tensor with the metadata of `t`: what the operator's meta function is
-// given in place of a tensor on the device.
-at::Tensor metaOf(const at::Tensor& t) {
+// A tensor on `device` (meta, or the CPU filled with `fill`) with the metadata
+// of `t`:
+// what the operator's meta function is given in place of a tensor on the
+// device.
+at::Tensor standIn(const at::Tensor& t, c10::DeviceType device, int fill) {
   // CPU scalars stay: operators take them beside tensors of any device.
-  if (!t.defined() || t.is_meta() || (t.dim() == 0 && t.is_cpu())) {
+  if (!t.defined() || t.device().type() == device ||
+      (t.dim() == 0 && t.is_cpu())) {
     return t;
   }
-  return at::empty_strided(
-      t.sizes(), t.strides(), t.options().device(c10::kMeta));
+  auto out = at::empty_strided(
+      t.sizes(), t.strides(), t.options().device(c10::Device(device)));
+  if (device != c10::kMeta) {
+    out.fill_(fill);
+  }
+  return out;
 }
 
-c10::IValue metaOf(const c10::IValue& value) {
+c10::IValue standIn(
+    const c10::IValue& value,
+    c10::DeviceType device,
+    int fill) {
   if (value.isTensor()) {
-    return metaOf(value.toTensor());
+    return standIn(value.toTensor(), device, fill);
   }
   if (value.isTensorList()) {
     c10::List<at::Tensor> out;
     for (const auto& t : value.toTensorVector()) {
-      out.push_back(metaOf(t));
+      out.push_back(standIn(t, device, fill));
     }
     return out;
   }
@@ -503,7 +513,8 @@ c10::IValue metaOf(const c10::IValue& value) {
       c10::List<std::optional<at::Tensor>> out;
       for (const c10::IValue item : list) {
         out.push_back(
-            item.isTensor() ? std::optional<at::Tensor>(metaOf(item.toTensor()))
+            item.isTensor() ? std::optional<at::Tensor>(
+                                  standIn(item.toTensor(), device, fill))
                             : std::nullopt);
       }
       return out;
@@ -512,24 +523,94 @@ c10::IValue metaOf(const c10::IValue& value) {
   return value;
 }
 
-// Runs the operator's meta function on meta stand-ins of `inputs` (it raises
-// the errors CPU raises for invalid arguments, such as an out= tensor of a
-// dtype the result cannot be cast to). Its results, or nullopt where the
-// operator has no meta function.
-std::optional<torch::jit::Stack> runMeta(
-    const c10::OperatorHandle& op,
-    c10::ArrayRef<c10::IValue> inputs) {
+torch::jit::Stack standIns(
+    c10::ArrayRef<c10::IValue> inputs,
+    c10::DeviceType device,
+    int fill = 0) {
   torch::jit::Stack stack;
   stack.reserve(inputs.size());
   for (const auto& value : inputs) {
-    stack.push_back(metaOf(value));
+    stack.push_back(standIn(value, device, fill));
   }
+  return stack;
+}
+
+// Whether the operator, run by CPU's kernel on stand-ins of `inputs` (zeros,
+// then ones), raises: an error for zeros only depends on the values (an
+// integer division by zero), not on what the arguments are.
+bool cpuRefuses(
+    const c10::OperatorHandle& op,
+    c10::ArrayRef<c10::IValue> inputs) {
+  auto zeros = standIns(inputs, c10::kCPU, 0);
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &zeros);
+    return false;
+  } catch (const c10::NotImplementedError&) {
+    return false; // No CPU kernel to ask.
+  } catch (const std::exception&) {
+  }
+  auto ones = standIns(inputs, c10::kCPU, 1);
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &ones);
+    return false;
+  } catch (const std::exception&) {
+    return true;
+  }
+}
+
+// Whether an out= argument has another dtype than the first tensor argument:
+// where CPU's dtype rules for out= (exact for some operators, a safe cast for
+// others) decide.
+bool outDtypeDiffers(
+    const c10::FunctionSchema& schema,
+    c10::ArrayRef<c10::IValue> inputs) {
+  std::optional<c10::ScalarType> first;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].isTensor() || !inputs[i].toTensor().defined()) {
+      continue;
+    }
+    const auto dtype = inputs[i].toTensor().scalar_type();
+    if (!first) {
+      first = dtype;
+    } else if (schema.arguments()[i].is_out() && dtype != *first) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// CPU's argument checks, before a kernel writes anything, for out= overloads
+// and for writes into a tensor some of whose elements share memory: the
+// operator's meta function, run on meta stand-ins of `inputs`. PyTorch's
+// meta functions written in Python are not all CPU's rules, stricter or
+// laxer: where the meta function refuses, and where an out= tensor's dtype
+// makes the rules matter, CPU's kernel run on stand-ins decides. Returns the
+// meta function's results, or nullopt where there are none to compare with.
+std::optional<torch::jit::Stack> runMeta(
+    const c10::OperatorHandle& op,
+    c10::ArrayRef<c10::IValue> inputs) {
+  auto stack = standIns(inputs, c10::kMeta);
+  std::exception_ptr refused;
+  bool compared = true;
   try {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
   } catch (const c10::NotImplementedError&) {
-    return std::nullopt;
+    compared = false;
+  } catch (const std::exception&) {
+    refused = std::current_exception();
   }
-  return stack;
+  if (!refused && !outDtypeDiffers(op.schema(), inputs)) {
+    return compared ? std::make_optional(std::move(stack)) : std::nullopt;
+  }
+  if (cpuRefuses(op, inputs)) {
+    if (refused) {
+      std::rethrow_exception(refused);
+    }
+    auto cpu = standIns(inputs, c10::kCPU, 0);
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
+  }
+  return refused || !compared ? std::nullopt
+                              : std::make_optional(std::move(stack));
 }
 
 bool hasOutArguments(const c10::FunctionSchema& schema) {
@@ -582,6 +663,9 @@ class PythonKernel final : public c10::OperatorKernel {
       name_ += "." + schema.overload_name();
     }
     has_out_ = hasOutArguments(schema);
+    // Backward operators may leave gradients undefined (of a missing bias,
+    // say), as may operators with an output_mask.
+    undefined_ok_ = schema.name().find("backward") != std::string::npos;
     py::list kwnames;
     for (const auto& a : schema.arguments()) {
       if (a.kwarg_only()) {
@@ -871,7 +955,7 @@ class PythonKernel final : public c10::OperatorKernel {
 
   // The tensor of a functional result. None is an undefined tensor only where
   // the operator may leave a result undefined (the gradients a backward
-  // operator's output_mask leaves out).
+  // operator leaves out).
   at::Tensor tensorResult(
       size_t j,
       c10::ArrayRef<py::object> args,

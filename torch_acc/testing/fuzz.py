@@ -38,6 +38,7 @@ import json
 import math
 import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -811,6 +812,16 @@ def _compare(
     return None
 
 
+#: What a payload device refuses by design, with a clear error, where CPU computes: these
+#: end a program instead of being findings. ``view(dtype)`` of another dtype reinterprets
+#: bytes, which a payload (values, not memory) does not have (``csrc/acc/Bridge.cpp``).
+DOCUMENTED_REFUSALS = (re.compile(r"aten::view\.dtype: cannot view a tensor on \S+ of dtype"),)
+
+
+def _documented_refusal(error: BaseException) -> bool:
+    return any(pattern.search(str(error)) for pattern in DOCUMENTED_REFUSALS)
+
+
 def check(
     program: Sequence[Stmt],
     device: str,
@@ -829,6 +840,8 @@ def check(
             trace(index)
         ce = _exec(stmt, cpu)
         ae = _exec(stmt, acc)
+        if ce is None and ae is not None and _documented_refusal(ae):
+            return None  # The rest of the program depends on what CPU made here.
         if (ce is None) != (ae is None):
             detail = (
                 f"CPU raised {type(ce).__name__}: {ce}" if ce is not None

@@ -807,7 +807,7 @@ def _log_softmax(x, dim, half_to_float=False):
     if xc.ndim == 0:
         return _out(xc - xc, dtype)
     if xc.size == 0:
-        return _out(xc, dtype)
+        return np.array(xc, dtype=dtype)
     shifted = xc - xc.max(axis=dim, keepdims=True)
     return _out(shifted - np.log(np.exp(shifted).sum(axis=dim, keepdims=True)), dtype)
 
@@ -818,7 +818,7 @@ def _softmax(x, dim, half_to_float=False):
     if xc.ndim == 0:
         return _out(np.exp(xc - xc), dtype)
     if xc.size == 0:
-        return _out(xc, dtype)
+        return np.array(xc, dtype=dtype)
     e = np.exp(xc - xc.max(axis=dim, keepdims=True))
     e /= e.sum(axis=dim, keepdims=True)
     return _out(e, dtype)
