@@ -183,6 +183,9 @@ class TestDeviceIndices(TestCase):
         torch.npy.synchronize(0)
 
     def test_accelerator(self):
+        # torch.accelerator.synchronize() does nothing before the device is initialized (as
+        # for CUDA); a tensor initializes it.
+        torch.ones(1, device="npy")
         cases = {
             "synchronize": lambda: torch.accelerator.synchronize(99),
             "set_device_index": lambda: torch.accelerator.set_device_index(99),

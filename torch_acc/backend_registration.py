@@ -281,7 +281,9 @@ def setup_privateuseone_for_python_backend(
     with ``torch.library`` for ``"privateuseone"`` run for tensors on the device, and autograd,
     views and printing work as on a C++ backend.
 
-    Calling it again with the same name does nothing. Registration is process-global.
+    Calling it again with the same name does nothing; asking then for hooks or a device guard
+    of a class the installed ones are not instances of is an error (they cannot be replaced).
+    Registration is process-global.
 
     Args:
         rename (str, optional): the device name (default ``"privateuseone"``). Must be a Python
@@ -300,7 +302,8 @@ def setup_privateuseone_for_python_backend(
 
     Raises:
         ValueError: ``rename`` is not a valid device name.
-        RuntimeError: PrivateUse1 is already held by another backend.
+        RuntimeError: PrivateUse1 is already held by another backend, or by this one with
+            other hooks or another device guard.
 
     Example::
 

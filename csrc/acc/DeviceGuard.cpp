@@ -228,7 +228,7 @@ c10::Device DeviceGuardImpl::exchangeDevice(c10::Device d) const {
   }
   const c10::Device old = getDevice();
   if (old != d) {
-    setDevice(d);
+    applyDevice(d);
   }
   return old;
 }
