@@ -196,6 +196,30 @@ class TestKeptErrors(TestCase):
             r"Guard.get_stream\(\) to return a stream of npy:0, but got a stream of npy:1",
         )
 
+    def test_exchange_stream_raising(self):
+        out = _run(
+            self,
+            """
+            class Guard(_C.DeviceGuard):
+                def exchange_stream(self, stream):
+                    raise KeyError("no such stream")
+
+            setup_privateuseone_for_python_backend("npy", device_guard=Guard())
+            stream = torch.Stream(device="npy")
+            attempt("set_stream", lambda: torch.accelerator.set_stream(stream))
+            attempt("next", lambda: torch.npy.current_device())
+            attempt("then", lambda: torch.npy.current_device())
+            """,
+        )
+        self.assertEqual(out["set_stream"], "returned None")
+        self.assertRegex(
+            out["next"],
+            r"^RuntimeError the npy device guard's exchange_stream\(stream 0 on device npy:0\) "
+            r"failed where no error can propagate, and stream 0 on device npy:0 was used "
+            r"instead: Guard.exchange_stream\(\) raised KeyError: 'no such stream'",
+        )
+        self.assertEqual(out["then"], "returned 0")
+
     def test_set_device_raising_on_the_engine_thread(self):
         out = _run(
             self,
