@@ -34,7 +34,7 @@ class TestAccelerator(TestCase):
     def test_device_context(self):
         with torch.npy.device("npy:0"):
             self.assertEqual(torch.npy.current_device(), 0)
-        with self.assertRaisesRegex(RuntimeError, r"expected a device index in \[0, 1\)"):
+        with self.assertRaisesRegex(ValueError, r"expected a device index in \[0, 1\)"):
             with torch.npy.device(1):
                 pass
         self.assertEqual(torch.npy.current_device(), 0)

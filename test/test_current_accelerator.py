@@ -52,6 +52,19 @@ class TestCurrentAccelerator(TestCase):
         with self.assertRaisesRegex(RuntimeError, "PrivateUse1 is bound to backend 'npy'"):
             set_current_accelerator("second")
 
+    def test_index_is_not_dropped(self):
+        # The accelerator is a device type; an index given with it is an error, not ignored.
+        set_current_accelerator("npy")
+        for device in ("npy:99", torch.device("npy", 0), "cpu:0"):
+            with self.subTest(device=device):
+                with self.assertRaisesRegex(
+                    ValueError,
+                    r"set_current_accelerator takes a device type, but got '\w+:\d+' \(with "
+                    r"an index\): use set_current_accelerator\('\w+'\)",
+                ):
+                    set_current_accelerator(device)
+                self.assertEqual(torch.accelerator.current_accelerator(), torch.device("npy"))
+
     def test_concurrent_set_and_get(self):
         set_current_accelerator("npy")
         seen, errors = set(), []

@@ -71,7 +71,7 @@ class TestDevice(TestCase):
         mod.set_device(0)
         mod.set_device("npy:0")
         mod.synchronize()
-        with self.assertRaisesRegex(RuntimeError, r"expected a device index in \[0, 1\)"):
+        with self.assertRaisesRegex(ValueError, r"expected a device index in \[0, 1\)"):
             mod.set_device(1)
         with self.assertRaisesRegex(ValueError, "expected a npy device"):
             mod.set_device("cpu")
@@ -153,6 +153,69 @@ tensor([[ 1.5000, -2.0000],
     def test_index_out_of_range(self):
         with self.assertRaisesRegex(ValueError, r"expected a device index in \[0, 1\)"):
             _C.create_empty_tensor((2,), torch.float32, 1)
+
+
+class TestDeviceIndices(TestCase):
+    # npy has one device: an index that names none is an error, as CUDA's "invalid device
+    # ordinal", never a tensor, stream or figure for a device that does not exist.
+    NO_DEVICE = r"expected a device index in \[0, 1\) for npy, but got "
+
+    def setUp(self):
+        npy_backend.setup()
+
+    def test_device_module(self):
+        cases = {
+            "synchronize": lambda i: torch.npy.synchronize(i),
+            "set_device": lambda i: torch.npy.set_device(i),
+            "device": lambda i: torch.npy.device(i).__enter__(),
+            "memory_stats": lambda i: torch.npy.memory_stats(i),
+            "memory_allocated": lambda i: torch.npy.memory_allocated(i),
+            "get_rng_state": lambda i: torch.npy.get_rng_state(i),
+        }
+        for name, call in cases.items():
+            for index in (99, -1, "npy:7"):
+                with self.subTest(name=name, index=index):
+                    with self.assertRaisesRegex(ValueError, self.NO_DEVICE):
+                        call(index)
+        with self.assertRaisesRegex(ValueError, "expected a npy device, but got cpu"):
+            torch.npy.synchronize("cpu")
+        self.assertEqual(torch.npy.memory_stats("npy:0"), {})
+        torch.npy.synchronize(0)
+
+    def test_accelerator(self):
+        # torch.accelerator.synchronize() does nothing before the device is initialized (as
+        # for CUDA); a tensor initializes it.
+        torch.ones(1, device="npy")
+        cases = {
+            "synchronize": lambda: torch.accelerator.synchronize(99),
+            "set_device_index": lambda: torch.accelerator.set_device_index(99),
+            "current_stream": lambda: torch.accelerator.current_stream(99),
+            "device_index": lambda: torch.accelerator.device_index(99).__enter__(),
+        }
+        for name, call in cases.items():
+            with self.subTest(name=name):
+                with self.assertRaisesRegex(ValueError, self.NO_DEVICE + "99"):
+                    call()
+        self.assertEqual(torch.accelerator.current_stream(0).device, torch.device("npy:0"))
+
+    def test_streams(self):
+        kind = int(torch._C._autograd.DeviceType.PrivateUse1)
+        with self.assertRaisesRegex(ValueError, self.NO_DEVICE + "99"):
+            torch.Stream(device="npy:99")
+        stream = torch.Stream(stream_id=0, device_index=5, device_type=kind)
+        with self.assertRaisesRegex(ValueError, self.NO_DEVICE + "5"):
+            torch.accelerator.set_stream(stream)
+        with self.assertRaisesRegex(ValueError, self.NO_DEVICE + "5"):
+            stream.synchronize()
+        with self.assertRaisesRegex(ValueError, self.NO_DEVICE + "5"):
+            stream.query()
+        self.assertEqual(torch.accelerator.current_stream().device_index, 0)
+
+    def test_generator_and_wrap(self):
+        with self.assertRaisesRegex(ValueError, self.NO_DEVICE + "99"):
+            torch.Generator(device="npy:99")
+        with self.assertRaisesRegex(ValueError, self.NO_DEVICE + "3"):
+            _C.wrap(torch.ones(2).numpy(), device=3)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ class TwoDeviceGuard(_C.DeviceGuard):
 
 
 GUARD = TwoDeviceGuard()
-setup_privateuseone_for_python_backend("npy", device_guard=GUARD)
+setup_privateuseone_for_python_backend("npy", device_guard=GUARD, hook=npy_backend._Hooks())
 npy_backend.setup()
 
 
@@ -78,7 +78,7 @@ class TestDeviceIndices(TestCase):
         self.assertEqual(torch.npy.current_device(), 0)
 
     def test_index_out_of_range(self):
-        with self.assertRaisesRegex(RuntimeError, r"expected a device index in \[0, 2\) for npy"):
+        with self.assertRaisesRegex(ValueError, r"expected a device index in \[0, 2\) for npy"):
             torch.npy.set_device(2)
 
     def test_tensor_on_second_device(self):

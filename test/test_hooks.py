@@ -11,7 +11,7 @@ from torch_acc.backend_registration import setup_privateuseone_for_python_backen
 from torch_acc.backends import numpy as npy_backend
 
 
-class ConfigurableHooks(_C.PrivateUse1Hooks):
+class ConfigurableHooks(npy_backend._Hooks):
     """Hooks whose answers each test sets; every call is recorded."""
 
     def __init__(self):

@@ -14,7 +14,7 @@ class TwoDevices(DeviceGuard):
         return 2
 
 
-setup_privateuseone_for_python_backend("npy", device_guard=TwoDevices())
+setup_privateuseone_for_python_backend("npy", device_guard=TwoDevices(), hook=npy_backend._Hooks())
 npy_backend.setup()
 
 SAME_DEVICE = "Expected all tensors to be on the same device, but found at least two devices"

@@ -148,6 +148,10 @@ def run_backward(engine, t_outputs, *args, **kwargs):
     gradient on the consumer's stream through its storage (``InputBuffer::add``), and tensors
     of a Python backend have none. That error is raised again saying so, with the way round
     it: a copy through the CPU, whose gradient the engine moves without streams.
+
+    An error of the backend's device guard that the engine could not take (a guard method
+    called where nothing can throw, see ``csrc/acc/DeviceGuard.h``) is kept on the thread
+    that ran into it; a pass that returns raises the one kept on the calling thread.
     """
     from torch_acc import _C
 
@@ -157,8 +161,9 @@ def run_backward(engine, t_outputs, *args, **kwargs):
     try:
         if any(isinstance(t, torch.Tensor) and t.device.type == name for t in t_outputs):
             with torch.autograd.set_multithreading_enabled(False):
-                return engine.run_backward(t_outputs, *args, **kwargs)
-        return engine.run_backward(t_outputs, *args, **kwargs)
+                result = engine.run_backward(t_outputs, *args, **kwargs)
+        else:
+            result = engine.run_backward(t_outputs, *args, **kwargs)
     except RuntimeError as e:
         if f"tensors on {name} have no storage" not in str(e):
             raise
@@ -183,6 +188,8 @@ def run_backward(engine, t_outputs, *args, **kwargs):
             f"one {name} device, or copy between {name} devices through the CPU "
             f"(x.cpu().to('{name}:1'))"
         ) from e
+    _C.raise_pending_error()
+    return result
 
 
 def prints_through_cpu(t: torch.Tensor) -> bool:

@@ -21,8 +21,9 @@ _DEFAULT_NAME = "privateuseone"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 _lock = threading.Lock()
-#: The backend set up in this process: ``(name, device module)``, or None.
-_setup_done: tuple[str, object] | None = None
+#: The backend set up in this process: ``(name, device module, hooks, device guard)``, or
+#: None.
+_setup_done: tuple[str, object, object, object] | None = None
 
 
 class _DefaultDeviceGuard(_C.DeviceGuard):
@@ -64,7 +65,15 @@ class _DefaultDeviceModule:
 
     def is_available(self) -> bool:
         is_available = getattr(self._hooks, "is_available", None)
-        return True if is_available is None else bool(is_available())
+        if is_available is None:
+            return True
+        available = is_available()
+        if not isinstance(available, bool):
+            raise TypeError(
+                f"expected {type(self._hooks).__qualname__}.is_available() to return a bool, "
+                f"but got {type(available)}"
+            )
+        return available
 
     def is_initialized(self) -> bool:
         return True
@@ -79,20 +88,15 @@ class _DefaultDeviceModule:
         return _C.current_device()
 
     def _index(self, device) -> int:
-        if device is None:
-            return _C.current_device()
-        if isinstance(device, int):
-            return device
-        device = torch.device(device)
-        if device.type != self._name:
-            raise ValueError(f"expected a {self._name} device, but got {device}")
-        return _C.current_device() if device.index is None else device.index
+        """The index of the device ``device`` names (None: the current one); an error when
+        it names no device of this backend."""
+        return _C.device_index(device)
 
     def set_device(self, device) -> None:
-        _C.set_device(self._index(device))
+        _C.set_device(device)
 
     def synchronize(self, device=None) -> None:
-        _C.synchronize(self._index(device))
+        _C.synchronize(device)
 
     @contextlib.contextmanager
     def device(self, device):
@@ -161,14 +165,35 @@ class _DefaultDeviceModule:
     # say it computes in lower precision.
     def get_amp_supported_dtype(self) -> list[torch.dtype]:
         supported = getattr(self._hooks, "get_amp_supported_dtype", None)
-        return [] if supported is None else list(supported())
+        if supported is None:
+            return []
+        dtypes = supported()
+        if not isinstance(dtypes, (list, tuple)) or not all(
+            isinstance(d, torch.dtype) for d in dtypes
+        ):
+            raise TypeError(
+                f"expected {type(self._hooks).__qualname__}.get_amp_supported_dtype() to "
+                f"return a list of torch.dtype, but got {dtypes!r}"
+            )
+        return list(dtypes)
 
     # Memory figures: the backend's own, from its hooks (``memory_stats`` and the methods
     # beside it, as ``torch.accelerator`` reads them through C++); zeros when it reports
     # none, since its data lives in Python objects that nothing here counts.
     def memory_stats(self, device=None) -> dict[str, int]:
         stats = getattr(self._hooks, "memory_stats", None)
-        return {} if stats is None else dict(stats(self._index(device)))
+        index = self._index(device)
+        if stats is None:
+            return {}
+        figures = stats(index)
+        if not isinstance(figures, dict) or not all(
+            isinstance(k, str) and _is_int(v) for k, v in figures.items()
+        ):
+            raise TypeError(
+                f"expected {type(self._hooks).__qualname__}.memory_stats() to return a dict "
+                f"of str to int, but got {figures!r}"
+            )
+        return dict(figures)
 
     def memory_allocated(self, device=None) -> int:
         return self.memory_stats(device).get("allocated_bytes.all.current", 0)
@@ -210,8 +235,22 @@ class _DefaultDeviceModule:
                 f"the {self._name} backend reports no free and total memory: its hooks "
                 f"({type(self._hooks).__qualname__}) define no mem_get_info(device_index)"
             )
-        free, total = info(self._index(device))
+        answer = info(self._index(device))
+        if not (
+            isinstance(answer, tuple)
+            and len(answer) == 2
+            and all(_is_int(v) and v >= 0 for v in answer)
+        ):
+            raise TypeError(
+                f"expected {type(self._hooks).__qualname__}.mem_get_info() to return a "
+                f"(free, total) pair of non-negative ints, but got {answer!r}"
+            )
+        free, total = answer
         return int(free), int(total)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _check_name(name) -> str:
@@ -247,7 +286,9 @@ def setup_privateuseone_for_python_backend(
     with ``torch.library`` for ``"privateuseone"`` run for tensors on the device, and autograd,
     views and printing work as on a C++ backend.
 
-    Calling it again with the same name does nothing. Registration is process-global.
+    Calling it again with the same name does nothing; asking then for hooks or a device guard
+    of a class the installed ones are not instances of is an error (they cannot be replaced).
+    Registration is process-global.
 
     Args:
         rename (str, optional): the device name (default ``"privateuseone"``). Must be a Python
@@ -266,7 +307,8 @@ def setup_privateuseone_for_python_backend(
 
     Raises:
         ValueError: ``rename`` is not a valid device name.
-        RuntimeError: PrivateUse1 is already held by another backend.
+        RuntimeError: PrivateUse1 is already held by another backend, or by this one with
+            other hooks or another device guard.
 
     Example::
 
@@ -286,7 +328,7 @@ def setup_privateuseone_for_python_backend(
         _check_type(device_guard, _C.DeviceGuard, "device_guard")
     with _lock:
         if _setup_done is not None:
-            done_name, done_module = _setup_done
+            done_name, done_module, done_hook, done_guard = _setup_done
             if done_name != name:
                 raise RuntimeError(
                     f"cannot set up backend {name!r}: PrivateUse1 is already held by backend "
@@ -297,6 +339,19 @@ def setup_privateuseone_for_python_backend(
                     f"backend {name!r} is already set up with device module {done_module!r}, "
                     f"not {backend_module!r}"
                 )
+            # Hooks or a guard of the class given (or a subclass) are what was asked for:
+            # setting up again with a new instance of the same hooks does nothing.
+            for what, given, done in (
+                ("hooks", hook, done_hook),
+                ("device guard", device_guard, done_guard),
+            ):
+                if given is not None and not isinstance(done, type(given)):
+                    raise RuntimeError(
+                        f"backend {name!r} is already set up with {what} "
+                        f"{type(done).__qualname__}, not {type(given).__qualname__}: a "
+                        f"backend's {what} cannot be replaced; pass {type(given).__qualname__} "
+                        "(or a subclass of it) to the first setup"
+                    )
             return done_module
         _check_slot_free(name)
 
@@ -320,7 +375,7 @@ def setup_privateuseone_for_python_backend(
         _refuse_inductor(name)
         _register_dynamo_backend()
         atexit.register(_at_exit)
-        _setup_done = (name, backend_module)
+        _setup_done = (name, backend_module, hook, device_guard)
         return backend_module
 
 

@@ -39,6 +39,12 @@ def impl(op: str, fn=None):
     result.
     """
 
+    if not _C.is_python_backend():
+        raise RuntimeError(
+            f"cannot register a kernel for {op}: set up a backend first "
+            "(setup_privateuseone_for_python_backend)"
+        )
+
     def register(f):
         _C.register_kernel(op, f)
         return f

@@ -184,9 +184,17 @@ def set_current_accelerator(device) -> None:
     """
     global _current
     # The type named, without parsing a backend's name before it is bound.
-    kind = None if device is None else (
-        device.type if isinstance(device, torch.device) else str(device).split(":", 1)[0]
-    )
+    kind, index = None, None
+    if isinstance(device, torch.device):
+        kind, index = device.type, device.index
+    elif device is not None:
+        kind, _, index = str(device).partition(":")
+    if index not in (None, ""):
+        raise ValueError(
+            f"set_current_accelerator takes a device type, but got {str(device)!r} (with an "
+            f"index): use set_current_accelerator({kind!r}), and "
+            "torch.accelerator.set_device_index() for the device"
+        )
     if kind in (None, "cpu"):
         choice = None
     else:

@@ -1,8 +1,7 @@
 #include <torch/csrc/acc/EmptyTensor.h>
 
+#include <torch/csrc/acc/DeviceGuard.h>
 #include <torch/csrc/acc/PayloadTensor.h>
-
-#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 namespace torch::acc {
 
@@ -16,24 +15,8 @@ at::Tensor createEmptyTensor(
         "expected non-negative sizes for create_empty_tensor(), but got ",
         shape);
   }
-  const c10::Device device(c10::DeviceType::PrivateUse1, device_index);
-  if (c10::impl::hasDeviceGuardImpl(device.type())) {
-    const auto count =
-        c10::impl::getDeviceGuardImpl(device.type())->deviceCount();
-    TORCH_CHECK_VALUE(
-        device_index >= 0 && device_index < count,
-        "expected a device index in [0, ",
-        static_cast<int>(count),
-        ") for ",
-        device.type(),
-        ", but got ",
-        static_cast<int>(device_index));
-  } else {
-    TORCH_CHECK_VALUE(
-        device_index >= 0,
-        "expected a non-negative device index, but got ",
-        static_cast<int>(device_index));
-  }
+  const c10::Device device(
+      c10::DeviceType::PrivateUse1, checkDeviceIndex(device_index));
   c10::Storage storage(
       c10::Storage::use_byte_size_t(),
       0,

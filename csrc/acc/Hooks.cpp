@@ -1,5 +1,6 @@
 #include <torch/csrc/acc/Hooks.h>
 
+#include <torch/csrc/acc/DeviceGuard.h>
 #include <torch/csrc/acc/Generator.h>
 
 #include <c10/core/CPUAllocator.h>
@@ -70,6 +71,23 @@ class PinnedMemoryAllocator final : public c10::Allocator {
   mutable std::mutex mutex_;
   std::unordered_set<const void*> live_;
 };
+
+// Calls `method`, whose answer must be a bool (pybind11's conversion would
+// take None, a number or any object with __bool__).
+template <size_t N, typename... Args>
+bool callBool(const PythonMethods<N>& py, size_t method, Args&&... args) {
+  const GilForCall gil;
+  const py::object result = py.call(method, std::forward<Args>(args)...);
+  TORCH_CHECK_TYPE(
+      PyBool_Check(result.ptr()),
+      "expected ",
+      py.owner(),
+      ".",
+      py.name(method),
+      "() to return a bool, but got ",
+      py::str(py::type::handle_of(result)).cast<std::string>());
+  return result.ptr() == Py_True;
+}
 
 #if TORCH_ACC_HAVE_DEVICE_ALLOCATOR
 // The statistic a flat name such as "allocated_bytes.all.current" names.
@@ -146,7 +164,7 @@ Hooks::Hooks(py::handle hooks)
 // available (and says why).
 bool Hooks::isBuilt() const {
   try {
-    return !py_.has(kIsBuilt) || py_.callAs<bool>(kIsBuilt, "a bool");
+    return !py_.has(kIsBuilt) || callBool(py_, kIsBuilt);
   } catch (const std::exception& e) {
     TORCH_WARN(e.what());
     return false;
@@ -155,7 +173,7 @@ bool Hooks::isBuilt() const {
 
 bool Hooks::isAvailable() const {
   try {
-    return !py_.has(kIsAvailable) || py_.callAs<bool>(kIsAvailable, "a bool");
+    return !py_.has(kIsAvailable) || callBool(py_, kIsAvailable);
   } catch (const std::exception& e) {
     TORCH_WARN(e.what());
     return false;
@@ -165,8 +183,10 @@ bool Hooks::isAvailable() const {
 
 bool Hooks::hasPrimaryContext(c10::DeviceIndex device_index) const {
   return !py_.has(kHasPrimaryContext) ||
-      py_.callAs<bool>(
-          kHasPrimaryContext, "a bool", static_cast<int>(device_index));
+      callBool(
+          py_,
+          kHasPrimaryContext,
+          static_cast<int>(checkedIndex(device_index)));
 }
 
 void Hooks::init() const {
@@ -198,8 +218,7 @@ c10::DeviceIndex Hooks::maybeExchangeDevice(c10::DeviceIndex device) const {
 bool Hooks::isPinnedPtr(const void* data) const {
   return PinnedMemoryAllocator::get().contains(data) ||
       (py_.has(kIsPinnedPtr) &&
-       py_.callAs<bool>(
-           kIsPinnedPtr, "a bool", reinterpret_cast<uintptr_t>(data)));
+       callBool(py_, kIsPinnedPtr, reinterpret_cast<uintptr_t>(data)));
 }
 
 c10::Allocator* Hooks::getPinnedMemoryAllocator() const {
@@ -260,27 +279,34 @@ std::pair<size_t, size_t> Hooks::memGetInfo(
       " backend reports no free and total memory: its hooks (",
       py_.owner(),
       ") define no mem_get_info(device_index)");
-  return py_.callAs<std::pair<size_t, size_t>>(
-      kMemGetInfo,
-      "a (free, total) pair of ints",
-      static_cast<int>(checkedIndex(device_index)));
+  const auto index = checkedIndex(device_index);
+  const GilForCall gil;
+  const py::object info = py_.call(kMemGetInfo, static_cast<int>(index));
+  const auto fail = [&]() {
+    TORCH_CHECK_TYPE(
+        false,
+        "expected ",
+        py_.owner(),
+        ".mem_get_info() to return a (free, total) pair of non-negative "
+        "ints, but got ",
+        py::repr(info).cast<std::string>());
+  };
+  if (!PyTuple_Check(info.ptr()) || PyTuple_GET_SIZE(info.ptr()) != 2) {
+    fail();
+  }
+  std::pair<size_t, size_t> figures;
+  try {
+    figures = info.cast<std::pair<size_t, size_t>>();
+  } catch (py::cast_error&) {
+    fail();
+  }
+  return figures;
 }
 #endif
 
 c10::DeviceIndex Hooks::checkedIndex(c10::DeviceIndex device_index) const {
-  if (device_index == -1) {
-    return getCurrentDevice();
-  }
-  const auto count = deviceCount();
-  TORCH_CHECK_VALUE(
-      device_index >= 0 && device_index < count,
-      "expected a device index in [0, ",
-      static_cast<int>(count),
-      ") for ",
-      c10::get_privateuse1_backend(),
-      ", but got ",
-      static_cast<int>(device_index));
-  return device_index;
+  return device_index == -1 ? getCurrentDevice()
+                            : checkDeviceIndex(device_index);
 }
 
 at::Generator Hooks::getNewGenerator(c10::DeviceIndex device_index) const {

@@ -39,41 +39,51 @@ const c10::impl::DeviceGuardImplInterface& privateUse1Guard() {
 }
 
 // The index of the device `device` names: None for the current device, an
-// int index, or a torch.device (or its string) of this backend.
+// int index, or a torch.device (or its string) of this backend. An index that
+// names no device is an error.
 c10::DeviceIndex deviceIndexOf(PyObject* device) {
   if (device == Py_None) {
     return privateUse1Guard().getDevice().index();
   }
-  int64_t index = 0;
   if (PyLong_Check(device)) {
-    index = THPUtils_unpackLong(device);
-  } else {
-    // Anything else is what torch.device() accepts (a rare path).
-    py::object parsed = THPDevice_Check(device)
-        ? py::reinterpret_borrow<py::object>(device)
-        : py::module_::import("torch").attr("device")(py::handle(device));
-    const auto d = reinterpret_cast<THPDevice*>(parsed.ptr())->device;
-    TORCH_CHECK_VALUE(
-        d.type() == c10::DeviceType::PrivateUse1,
-        "expected a ",
-        c10::get_privateuse1_backend(),
-        " device, but got ",
-        d);
-    if (!d.has_index()) {
-      return privateUse1Guard().getDevice().index();
+    const auto index = PyLong_AsLongLong(device);
+    if (index == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      TORCH_CHECK_VALUE(
+          false,
+          "expected a device index for ",
+          c10::get_privateuse1_backend(),
+          ", but got ",
+          py::repr(device).cast<std::string>());
     }
-    index = d.index();
+    return checkDeviceIndex(index);
   }
-  const auto count = privateUse1Guard().deviceCount();
+  // Anything else is what torch.device() accepts (a rare path).
+  py::object parsed = THPDevice_Check(device)
+      ? py::reinterpret_borrow<py::object>(device)
+      : py::module_::import("torch").attr("device")(py::handle(device));
+  const auto d = reinterpret_cast<THPDevice*>(parsed.ptr())->device;
   TORCH_CHECK_VALUE(
-      index >= 0 && index < count,
-      "expected a device index in [0, ",
-      static_cast<int>(count),
-      ") for ",
+      d.type() == c10::DeviceType::PrivateUse1,
+      "expected a ",
       c10::get_privateuse1_backend(),
-      ", but got ",
-      index);
-  return static_cast<c10::DeviceIndex>(index);
+      " device, but got ",
+      d);
+  if (!d.has_index()) {
+    return privateUse1Guard().getDevice().index();
+  }
+  return checkDeviceIndex(d.index());
+}
+
+const DeviceGuardImpl& pythonGuard() {
+  const auto* guard = dynamic_cast<const DeviceGuardImpl*>(&privateUse1Guard());
+  TORCH_CHECK(
+      guard != nullptr,
+      "expected ",
+      c10::get_privateuse1_backend(),
+      " to be a Python backend (its device guard one of torch_acc), but it is "
+      "not");
+  return *guard;
 }
 
 // wrap(payload, *, shape=None, dtype=None, device=None, strides=None), the
@@ -244,28 +254,46 @@ void initBindings(PyObject* module) {
   m.def(
       "device_count",
       []() { return static_cast<int>(privateUse1Guard().deviceCount()); },
-      "Number of PrivateUse1 devices, as the device guard reports it.");
+      "Number of PrivateUse1 devices, as the device guard reports it (0, "
+      "with a warning, where its answer is not a count).");
   m.def(
       "current_device",
       []() { return static_cast<int>(privateUse1Guard().getDevice().index()); },
       "Index of the current PrivateUse1 device of the calling thread.");
   m.def(
+      "device_index",
+      [](const py::object& device) {
+        return static_cast<int>(deviceIndexOf(device.ptr()));
+      },
+      py::arg("device"),
+      "The index of the PrivateUse1 device `device` names (None: the current "
+      "device; an int; a torch.device or its string); an error where it "
+      "names no device.");
+  m.def(
       "set_device",
-      [](c10::DeviceIndex index) {
-        privateUse1Guard().setDevice(
-            c10::Device(c10::DeviceType::PrivateUse1, index));
+      [](const py::object& device) {
+        pythonGuard().setDeviceOrThrow(
+            c10::Device(
+                c10::DeviceType::PrivateUse1, deviceIndexOf(device.ptr())));
       },
       py::arg("device_index"),
       "Makes `device_index` the current PrivateUse1 device of the calling "
       "thread.");
   m.def(
       "synchronize",
-      [](c10::DeviceIndex index) {
+      [](const py::object& device) {
+        const auto index = deviceIndexOf(device.ptr());
+        const py::gil_scoped_release no_gil;
         privateUse1Guard().synchronizeDevice(index);
       },
       py::arg("device_index"),
-      py::call_guard<py::gil_scoped_release>(),
       "Waits for all work on PrivateUse1 device `device_index`.");
+
+  m.def(
+      "raise_pending_error",
+      &raisePendingError,
+      "Raises the error the device guard kept on this thread where it could "
+      "not raise it (see csrc/acc/DeviceGuard.h), if any.");
 
   m.def(
       "default_generator",
