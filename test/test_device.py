@@ -163,6 +163,18 @@ class TestDeviceIndices(TestCase):
     def setUp(self):
         npy_backend.setup()
 
+    def test_tensors_on_a_device_that_does_not_exist(self):
+        cases = {
+            "factory": lambda: torch.ones(2, device="npy:99"),
+            "to": lambda: torch.ones(2).to("npy:1"),
+            "empty": lambda: torch.empty(2, device="npy:1"),
+            "like": lambda: torch.zeros_like(torch.ones(2), device="npy:1"),
+        }
+        for name, fn in cases.items():
+            with self.subTest(name):
+                with self.assertRaisesRegex(ValueError, self.NO_DEVICE):
+                    fn()
+
     def test_device_module(self):
         cases = {
             "synchronize": lambda i: torch.npy.synchronize(i),

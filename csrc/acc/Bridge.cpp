@@ -1,5 +1,6 @@
 #include <torch/csrc/acc/Bridge.h>
 
+#include <torch/csrc/acc/DeviceGuard.h>
 #include <torch/csrc/acc/Generator.h>
 #include <torch/csrc/acc/Shutdown.h>
 
@@ -419,7 +420,7 @@ class Call {
     }
     if (device_.has_value() && device_->type() == kPrivateUse1 &&
         device_->has_index()) {
-      return device_->index();
+      return checkDeviceIndex(device_->index());
     }
     return currentDevice();
   }
