@@ -444,5 +444,27 @@ class TestCheckpoint(CornersTestCase):
             self.assertEqual(x.grad.cpu(), plain, atol=0, rtol=0)
 
 
+class TestBoolRefusals(CornersTestCase):
+    """Operators CPU refuses for bool (and a bool alpha), found by the fuzzer."""
+
+    def test_refused_as_on_cpu(self):
+        b = torch.tensor([True, False])
+        cases = {
+            "argmax": lambda d: b.to(d).argmax(),
+            "argmin": lambda d: b.to(d).argmin(0),
+            "round": lambda d: b.to(d).round(),
+            "floor_divide": lambda d: torch.floor_divide(b.to(d), b.to(d)),
+            "div_trunc": lambda d: torch.div(b.to(d), b.to(d), rounding_mode="trunc"),
+            "add_alpha": lambda d: torch.add(torch.ones(2, device=d), 1.0, alpha=True),
+            "sub_alpha": lambda d: torch.sub(torch.ones(2, device=d), torch.ones(2, device=d),
+                                             alpha=True),
+            "bool_alpha_ok": lambda d: torch.add(b.to(d), b.to(d), alpha=True),
+            "round_int": lambda d: torch.arange(3, device=d).round(),
+        }
+        for name, f in cases.items():
+            with self.subTest(name):
+                self.assertSameAsCpu(f)
+
+
 if __name__ == "__main__":
     run_tests()

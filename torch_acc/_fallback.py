@@ -73,6 +73,11 @@ def _into(op, args: tuple, kwargs: dict, result):
     """Write a functional result into the in-place argument or the out= arguments of ``op``."""
     outs = [kwargs[a.name] for a in op._schema.arguments if a.is_out]
     if not outs:
+        if args[0].shape != result.shape:
+            raise RuntimeError(
+                f"output with shape {list(args[0].shape)} doesn't match the broadcast shape "
+                f"{list(result.shape)}"
+            )
         args[0].copy_(result)
         return args[0]
     results = result if isinstance(result, tuple) else (result,)

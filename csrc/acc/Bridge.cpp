@@ -665,8 +665,10 @@ class PythonKernel final : public c10::OperatorKernel {
     }
     has_out_ = hasOutArguments(schema);
     // Backward operators may leave gradients undefined (of a missing bias,
-    // say), as may operators with an output_mask.
-    undefined_ok_ = schema.name().find("backward") != std::string::npos;
+    // say), and operators with several results some of them (attention
+    // weights not asked for); a single result is never undefined.
+    undefined_ok_ = schema.name().find("backward") != std::string::npos ||
+        schema.returns().size() > 1;
     py::list kwnames;
     for (const auto& a : schema.arguments()) {
       if (a.kwarg_only()) {
@@ -678,9 +680,6 @@ class PythonKernel final : public c10::OperatorKernel {
         }
         PyUnicode_InternInPlace(&name);
         kwnames.append(py::reinterpret_steal<py::object>(name));
-      }
-      if (a.name() == "output_mask") {
-        undefined_ok_ = true;
       }
       args_.push_back(
           {valueKind(a),
@@ -730,6 +729,7 @@ class PythonKernel final : public c10::OperatorKernel {
         continue;
       }
       if (args_[i].mutated && inputs[i].isTensor()) {
+        checkNoPartialOverlap(inputs, i);
         if (!meta && sharesElements(inputs[i].toTensor())) {
           // Whether CPU refuses to write into it depends on the operator:
           // its meta function raises CPU's error where CPU does.
@@ -808,6 +808,45 @@ class PythonKernel final : public c10::OperatorKernel {
 
   static bool hasBits(const at::Tensor& t) {
     return t.defined() && t.is_privateuseone() && (t.is_conj() || t.is_neg());
+  }
+
+  // CPU's rule for a written tensor and an input on the same payload
+  // (at::get_overlap_status): the same elements in the same layout are
+  // fine, some of the same elements are an error. Layouts that are not
+  // dense are not compared, as on CPU.
+  void checkNoPartialOverlap(c10::ArrayRef<c10::IValue> inputs, size_t i)
+      const {
+    const at::Tensor& out = inputs[i].toTensor();
+    auto* written = maybePayloadImpl(out);
+    if (written == nullptr || out.numel() == 0 ||
+        !out.is_non_overlapping_and_dense()) {
+      return;
+    }
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      if (k == i || args_[k].mutated || !inputs[k].isTensor()) {
+        continue;
+      }
+      const at::Tensor& in = inputs[k].toTensor();
+      auto* read = maybePayloadImpl(in);
+      if (read == nullptr || read->slot() != written->slot() ||
+          in.numel() == 0 || !in.is_non_overlapping_and_dense()) {
+        continue;
+      }
+      const auto a = out.storage_offset(), a_end = a + out.numel();
+      const auto b = in.storage_offset(), b_end = b + in.numel();
+      const bool partial = (a == b && a_end == b_end)
+          ? !out.strides().equals(in.strides())
+          : a < b_end && b < a_end;
+      TORCH_CHECK(
+          !partial,
+          name_,
+          ": unsupported operation: some elements of the input tensor ('",
+          op_.schema().arguments()[k].name(),
+          "') and the written-to tensor ('",
+          op_.schema().arguments()[i].name(),
+          "') refer to a single memory location. Please clone() the tensor "
+          "before performing the operation.");
+    }
   }
 
   // Whether some elements of a tensor share memory (an expanded tensor).

@@ -143,15 +143,15 @@ def opcheck(op, *samples: Sequence[Any], device: str) -> None:
             if dev_error is None:
                 fail(f"CPU raised {type(cpu_error).__name__}: {cpu_error}, the device did not")
             continue
+        for i, (c, d) in enumerate(
+            zip(_tensors((cpu_args, cpu_kwargs)), _tensors((dev_args, dev_kwargs)), strict=True)
+        ):
+            _close(c, d, f"tensor argument {i} after the call", fail)
         expected_flat, got_flat = tree_flatten(expected)[0], tree_flatten(got)[0]
         if len(expected_flat) != len(got_flat):
             fail(f"CPU gives {len(expected_flat)} results, the device {len(got_flat)}")
         for j, (e, g) in enumerate(zip(expected_flat, got_flat, strict=True)):
             _close(e, g, f"result {j}", fail)
-        for i, (c, d) in enumerate(
-            zip(_tensors((cpu_args, cpu_kwargs)), _tensors((dev_args, dev_kwargs)), strict=True)
-        ):
-            _close(c, d, f"tensor argument {i} after the call", fail)
         if not mutated and not aliasing:
             for j, g in enumerate(got_flat):
                 if isinstance(g, torch.Tensor) and g.numel() and g.device.type == device:

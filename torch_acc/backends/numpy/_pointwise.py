@@ -273,7 +273,9 @@ def _logical_not(x):
 
 def _round(x, *, decimals=0):
     dt = x.dtype
-    if dt.kind in "iub":
+    if dt.kind == "b":
+        raise _unsupported("round", dt)  # as CPU ("round_vml_cpu" not implemented for 'Bool')
+    if dt.kind in "iu":
         if decimals:
             raise _unsupported("round", dt)
         return x.copy()
@@ -415,6 +417,8 @@ def _arith(uf, a, b, alpha=1):
             "trying to invert a mask, use the `~` or `logical_not()` operator instead."
         )
     dt = result_type(kind(a), kind(b))
+    if isinstance(alpha, bool) and dt != _BOOL:
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
     c = _compute(dt)
     a, b = _cast(a, c), _cast(b, c)
     with np.errstate(all="ignore"):
@@ -430,7 +434,8 @@ def _arith(uf, a, b, alpha=1):
 
 
 def _add(a, b, alpha=1):
-    if type(a) is _ndarray and type(b) is _ndarray and a.dtype is b.dtype and alpha == 1:
+    if type(a) is _ndarray and type(b) is _ndarray and a.dtype is b.dtype and alpha == 1 \
+            and alpha is not True:
         r = a + b  # _array inlined: the hot path
         return r if type(r) is _ndarray else np.asarray(r)
     return _arith(np.add, a, b, alpha)
@@ -438,7 +443,7 @@ def _add(a, b, alpha=1):
 
 def _sub(a, b, alpha=1):
     if type(a) is _ndarray and type(b) is _ndarray and a.dtype is b.dtype and alpha == 1 \
-            and a.dtype is not _BOOL:
+            and alpha is not True and a.dtype is not _BOOL:
         r = a - b
         return r if type(r) is _ndarray else np.asarray(r)
     return _arith(np.subtract, a, b, alpha)
@@ -479,21 +484,18 @@ def _floor_divide(a, b):
     a, b, dt = _operands(a, b)
     if dt.kind in "iu":
         _check_int_divisor(b)
-    elif dt.kind == "b":
-        a, b = a.astype(np.uint8), b.astype(np.uint8)
-        _check_int_divisor(b)
-    elif dt.kind == "c":
-        raise _unsupported("floor_divide", dt)
+    elif dt.kind in "bc":
+        raise _unsupported("floor_divide", dt)  # as CPU ("div_floor_cpu" for 'Bool')
     with np.errstate(all="ignore"):
         return _finish(np.floor_divide(a, b), dt)
 
 
 def _trunc_divide(a, b):
     a, b, dt = _operands(a, b)
+    if dt.kind == "b":
+        raise _unsupported("div", dt)  # as CPU ("div_trunc_cpu" for 'Bool')
     with np.errstate(all="ignore"):
-        if dt.kind in "iub":
-            if dt.kind == "b":
-                a, b = a.astype(np.uint8), b.astype(np.uint8)
+        if dt.kind in "iu":
             _check_int_divisor(b)
             q = np.floor_divide(a, b)
             fix = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))

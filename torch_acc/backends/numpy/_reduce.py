@@ -292,6 +292,8 @@ def _full_extreme(op: str, f):
 def _arg(op: str, f):
     def kernel(self, dim=None, keepdim=False):
         _no_complex(op, self)
+        if self.dtype == np.bool_:
+            raise RuntimeError(f"{op}(): does not support bool input")
         a = _up(self)
         if dim is None:
             if a.size == 0:
