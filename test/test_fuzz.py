@@ -28,6 +28,19 @@ npy_backend.setup()
 
 SETUP = "torch_acc.backends.numpy:setup"
 CAMPAIGN_SEEDS = range(150)
+#: Seeds whose first finding is a class still open, with the issue item it belongs to: the
+#: campaign requires exactly that finding there (so a fix, or a new difference in front of
+#: it, shows), and nothing anywhere else.
+KNOWN_OPEN = {
+    # Issue 14 item 5: a broadcast result's strides follow CPU's TensorIterator layout only
+    # for its first operand's layout, not a mixed one (floor_divide of a permuted input).
+    84: ("stride", "chunk"),
+    # Issue 14 item 3: a float value that overflows uint8 in a masked setitem is accepted.
+    92: ("error-one-side", "setitem_mask"),
+    # The state of an out= tensor after an operator that raises: CPU resizes it before its
+    # kernel refuses the dtype; npy refuses before anything is written.
+    98: ("shape", "abs.out"),
+}
 
 # A worker's setup: npy with a wrong tanh and a sin that kills the process.
 PLANTED = '''
@@ -68,6 +81,13 @@ class TestFuzzCampaign(TestCase):
         for seed in CAMPAIGN_SEEDS:
             program = fuzz.generate(seed)
             finding = fuzz.check(program, "npy", seed)
+            if seed in KNOWN_OPEN and finding is not None:
+                if (finding.kind, finding.op) == KNOWN_OPEN[seed]:
+                    continue
+            elif seed in KNOWN_OPEN:
+                failures.append(f"seed {seed}: the known open {KNOWN_OPEN[seed]} is fixed: "
+                                "remove it from KNOWN_OPEN")
+                continue
             if finding is not None:
                 small = fuzz.minimise(program, "npy", finding)
                 failures.append(fuzz.reproducer(small, "npy", finding, SETUP))

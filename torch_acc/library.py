@@ -268,6 +268,11 @@ def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False)
     if not isinstance(src, torch.Tensor):
         # A Python scalar (copy_(False)): PyTorch gives a wrapped number as the number.
         src = torch.tensor(src)
+    if src.shape != dst.shape and torch.broadcast_shapes(dst.shape, src.shape) != dst.shape:
+        raise RuntimeError(
+            f"output with shape {list(dst.shape)} doesn't match the broadcast shape "
+            f"{list(torch.broadcast_shapes(dst.shape, src.shape))}"
+        )
     if src.is_conj() or dst.is_conj() or src.is_neg() or dst.is_neg():
         return _copy_with_bits(src, dst)
     if not _on_device(dst):

@@ -614,6 +614,50 @@ std::optional<torch::jit::Stack> runMeta(
                               : std::make_optional(std::move(stack));
 }
 
+// CPU's rule for a written tensor (argument `i`) and an input on the same
+// payload (at::get_overlap_status): the same elements in the same layout are
+// fine, some of the same elements are an error. Layouts that are not dense
+// are not compared, as on CPU.
+void checkNoPartialOverlap(
+    const c10::FunctionSchema& schema,
+    c10::ArrayRef<c10::IValue> inputs,
+    size_t i) {
+  const at::Tensor& out = inputs[i].toTensor();
+  auto* written = maybePayloadImpl(out);
+  if (written == nullptr || out.numel() == 0 ||
+      !out.is_non_overlapping_and_dense()) {
+    return;
+  }
+  const auto& args = schema.arguments();
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const auto* alias = args[k].alias_info();
+    if (k == i || (alias != nullptr && alias->isWrite()) ||
+        !inputs[k].isTensor()) {
+      continue;
+    }
+    const at::Tensor& in = inputs[k].toTensor();
+    auto* read = maybePayloadImpl(in);
+    if (read == nullptr || read->slot() != written->slot() || in.numel() == 0 ||
+        !in.is_non_overlapping_and_dense()) {
+      continue;
+    }
+    const auto a = out.storage_offset(), a_end = a + out.numel();
+    const auto b = in.storage_offset(), b_end = b + in.numel();
+    const bool partial = (a == b && a_end == b_end)
+        ? !out.strides().equals(in.strides())
+        : a < b_end && b < a_end;
+    TORCH_CHECK(
+        !partial,
+        schema.name(),
+        ": unsupported operation: some elements of the input tensor ('",
+        args[k].name(),
+        "') and the written-to tensor ('",
+        args[i].name(),
+        "') refer to a single memory location. Please clone() the tensor "
+        "before performing the operation.");
+  }
+}
+
 bool hasOutArguments(const c10::FunctionSchema& schema) {
   const auto& args = schema.arguments();
   return std::any_of(args.begin(), args.end(), [](const c10::Argument& a) {
@@ -729,7 +773,7 @@ class PythonKernel final : public c10::OperatorKernel {
         continue;
       }
       if (args_[i].mutated && inputs[i].isTensor()) {
-        checkNoPartialOverlap(inputs, i);
+        checkNoPartialOverlap(op_.schema(), inputs, i);
         if (!meta && sharesElements(inputs[i].toTensor())) {
           // Whether CPU refuses to write into it depends on the operator:
           // its meta function raises CPU's error where CPU does.
@@ -808,45 +852,6 @@ class PythonKernel final : public c10::OperatorKernel {
 
   static bool hasBits(const at::Tensor& t) {
     return t.defined() && t.is_privateuseone() && (t.is_conj() || t.is_neg());
-  }
-
-  // CPU's rule for a written tensor and an input on the same payload
-  // (at::get_overlap_status): the same elements in the same layout are
-  // fine, some of the same elements are an error. Layouts that are not
-  // dense are not compared, as on CPU.
-  void checkNoPartialOverlap(c10::ArrayRef<c10::IValue> inputs, size_t i)
-      const {
-    const at::Tensor& out = inputs[i].toTensor();
-    auto* written = maybePayloadImpl(out);
-    if (written == nullptr || out.numel() == 0 ||
-        !out.is_non_overlapping_and_dense()) {
-      return;
-    }
-    for (size_t k = 0; k < inputs.size(); ++k) {
-      if (k == i || args_[k].mutated || !inputs[k].isTensor()) {
-        continue;
-      }
-      const at::Tensor& in = inputs[k].toTensor();
-      auto* read = maybePayloadImpl(in);
-      if (read == nullptr || read->slot() != written->slot() ||
-          in.numel() == 0 || !in.is_non_overlapping_and_dense()) {
-        continue;
-      }
-      const auto a = out.storage_offset(), a_end = a + out.numel();
-      const auto b = in.storage_offset(), b_end = b + in.numel();
-      const bool partial = (a == b && a_end == b_end)
-          ? !out.strides().equals(in.strides())
-          : a < b_end && b < a_end;
-      TORCH_CHECK(
-          !partial,
-          name_,
-          ": unsupported operation: some elements of the input tensor ('",
-          op_.schema().arguments()[k].name(),
-          "') and the written-to tensor ('",
-          op_.schema().arguments()[i].name(),
-          "') refer to a single memory location. Please clone() the tensor "
-          "before performing the operation.");
-    }
   }
 
   // Whether some elements of a tensor share memory (an expanded tensor).
@@ -1798,7 +1803,13 @@ void fallbackKernel(
   py::dict kwargs;
   auto inputs = torch::jit::last(*stack, n);
   if (hasOutArguments(schema)) {
-    runMeta(op, inputs); // CPU's argument checks before anything is written
+    // CPU's argument checks before anything is written.
+    for (size_t i = 0; i < n; ++i) {
+      if (schema.arguments()[i].is_out() && inputs[i].isTensor()) {
+        checkNoPartialOverlap(schema, inputs, i);
+      }
+    }
+    runMeta(op, inputs);
   }
   for (size_t i = 0; i < n; ++i) {
     const auto& a = schema.arguments()[i];

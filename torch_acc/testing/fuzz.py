@@ -814,8 +814,13 @@ def _compare(
 
 #: What a payload device refuses by design, with a clear error, where CPU computes: these
 #: end a program instead of being findings. ``view(dtype)`` of another dtype reinterprets
-#: bytes, which a payload (values, not memory) does not have (``csrc/acc/Bridge.cpp``).
-DOCUMENTED_REFUSALS = (re.compile(r"aten::view\.dtype: cannot view a tensor on \S+ of dtype"),)
+#: bytes, which a payload (values, not memory) does not have (``csrc/acc/Bridge.cpp``); a
+#: dtype a backend declares it lacks is its own documented limit.
+DOCUMENTED_REFUSALS = (
+    re.compile(r"aten::view\.dtype: cannot view a tensor on \S+ of dtype"),
+    # A backend's declared dtype support (NumPy has no complex32).
+    re.compile(r"backend does not support dtype torch\.complex32"),
+)
 
 
 def _documented_refusal(error: BaseException) -> bool:

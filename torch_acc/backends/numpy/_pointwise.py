@@ -475,15 +475,17 @@ def _div(a, b):
         return _finish(np.true_divide(a, b), dt)
 
 
-def _check_int_divisor(b):
-    if np.any(b == 0):
+def _check_int_divisor(a, b):
+    """CPU's ZeroDivisionError, where a zero divisor meets an element (none for an empty
+    result)."""
+    if np.any(b == 0) and math.prod(np.broadcast_shapes(np.shape(a), np.shape(b))):
         raise _zero_division()
 
 
 def _floor_divide(a, b):
     a, b, dt = _operands(a, b)
     if dt.kind in "iu":
-        _check_int_divisor(b)
+        _check_int_divisor(a, b)
     elif dt.kind in "bc":
         raise _unsupported("floor_divide", dt)  # as CPU ("div_floor_cpu" for 'Bool')
     with np.errstate(all="ignore"):
@@ -496,7 +498,7 @@ def _trunc_divide(a, b):
         raise _unsupported("div", dt)  # as CPU ("div_trunc_cpu" for 'Bool')
     with np.errstate(all="ignore"):
         if dt.kind in "iu":
-            _check_int_divisor(b)
+            _check_int_divisor(a, b)
             q = np.floor_divide(a, b)
             fix = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
             return _finish(q + fix.astype(q.dtype), dt)
@@ -527,7 +529,7 @@ def _int_mod(name, uf):
         if dt.kind in "iub":
             if dt.kind == "b":
                 a, b = a.astype(np.uint8), b.astype(np.uint8)
-            _check_int_divisor(b)
+            _check_int_divisor(a, b)
         elif dt.kind == "c":
             raise _unsupported(name, dt)
         with np.errstate(all="ignore"):

@@ -112,10 +112,13 @@ def _sum(self, dim=None, keepdim=False, *, dtype=None):
     out = _int_to_long(self, dtype)
     with np.errstate(all="ignore"):
         acc = np.float32 if out in _LOW else out
+        src = self
         if self.dtype.kind == "c" and out.kind != "c":
-            raise RuntimeError(f"sum: cannot sum complex input into {out} ({DEVICE} backend)")
+            # As CPU: the input is cast to the result's dtype first (nonzero for bool, the
+            # real part otherwise).
+            src = self != 0 if out.kind == "b" else self.real
         # The ufunc itself: np.sum's wrapper costs as much as summing a small array.
-        value = np.add.reduce(_up(self), axis=axis, keepdims=keepdim, dtype=acc)
+        value = np.add.reduce(_up(src), axis=axis, keepdims=keepdim, dtype=acc)
     return _out(value, out)
 
 
