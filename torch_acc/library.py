@@ -458,7 +458,8 @@ def check_kernels(enabled: bool = True):
     Example::
 
         >>> # xdoctest: +SKIP
-        >>> with torch_acc.library.check_kernels():
+        >>> from torch_acc import library
+        >>> with library.check_kernels():
         ...     torch.mm(a, b)  # raises if the backend's mm kernel returns a wrong shape
     """
     previous = _C.set_check_kernels(bool(enabled))
