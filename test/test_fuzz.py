@@ -14,12 +14,14 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import unittest
 from pathlib import Path
 from unittest import mock
 
 import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
+from torch_acc import _compat
 from torch_acc.backends import numpy as npy_backend
 from torch_acc.testing import fuzz
 from torch_acc.testing.fuzz import Stmt
@@ -76,6 +78,12 @@ def _plant(program: list[Stmt], *stmts: Stmt) -> list[Stmt]:
 
 
 class TestFuzzCampaign(TestCase):
+    @unittest.skipIf(
+        _compat.TORCH_VERSION < (2, 13),
+        "the npy backend gives torch 2.13's CPU answers; torch 2.6's CPU differs in corners "
+        "the campaign reaches (argmax of bool and complex, mv of mixed dtypes, complex "
+        "division by zero)",
+    )
     def test_fixed_seed_campaign(self):
         failures = []
         for seed in CAMPAIGN_SEEDS:

@@ -15,6 +15,7 @@ from torch.testing._internal.common_utils import run_tests, TestCase
 from torch.utils._pytree import tree_flatten
 from torch.utils.checkpoint import checkpoint
 
+from torch_acc import _compat
 from torch_acc.backends import numpy as npy_backend
 from torch_acc.payload import payload
 
@@ -34,6 +35,11 @@ def _outcome(f, device):
     return tuple(r.cpu() if isinstance(r, torch.Tensor) else r for r in result)
 
 
+@unittest.skipIf(
+    _compat.TORCH_VERSION < (2, 13),
+    "the npy backend gives torch 2.13's CPU answers in these corners; torch 2.6's CPU raises "
+    "other error types (NotImplementedError for RuntimeError) and lacks overflow checks",
+)
 class CornersTestCase(TestCase):
     def assertSameAsCpu(self, f, *, strides=False):
         """``f(device)`` gives on npy what it gives on the CPU: values, dtype (and strides

@@ -58,3 +58,8 @@ def current_accelerator_setter():
     Looked up on each call, so that a test can stand in for it.
     """
     return getattr(torch._C, "_accelerator_setCurrentAccelerator", None)
+
+# The stream queries of c10's DeviceGuardImplInterface are noexcept before 2.7: an invalid
+# answer there is kept and raised by the next guard call that can raise
+# (TORCH_ACC_STREAM_QUERIES_NOEXCEPT in csrc/acc/compat.h).
+STREAM_QUERIES_NOEXCEPT = TORCH_VERSION < (2, 7)

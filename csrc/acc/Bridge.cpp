@@ -2145,6 +2145,7 @@ void resizePayloadTensor(
       grown.as_strided(slot.sizes, slot.strides, 0).copy_(whole);
     }
     const auto& fresh = *payloadImpl(grown).slot();
+    const GilForCall gil; // resize_ reaches this without the GIL
     slot.bind(fresh.get(), fresh.sizes, fresh.strides);
   }
   impl.set_sizes_and_strides(sizes, strides, tensor.storage_offset());
