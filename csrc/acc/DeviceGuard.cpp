@@ -104,6 +104,24 @@ void raisePendingError() {
   TORCH_CHECK(false, error.message);
 }
 
+namespace {
+
+// `index` as a device index of a backend with `count` devices; a clear error
+// where it names none.
+c10::DeviceIndex inRange(int64_t index, c10::DeviceIndex count) {
+  TORCH_CHECK_VALUE(
+      index >= 0 && index < count,
+      "expected a device index in [0, ",
+      static_cast<int>(count),
+      ") for ",
+      backendName(),
+      ", but got ",
+      index);
+  return static_cast<c10::DeviceIndex>(index);
+}
+
+} // namespace
+
 c10::DeviceIndex checkDeviceIndex(int64_t index) {
   raisePendingError();
   const auto* impl =
@@ -118,15 +136,7 @@ c10::DeviceIndex checkDeviceIndex(int64_t index) {
     return ours->checkedIndex(index);
   }
   const auto count = impl->deviceCount();
-  TORCH_CHECK_VALUE(
-      index >= 0 && index < count,
-      "expected a device index in [0, ",
-      static_cast<int>(count),
-      ") for ",
-      backendName(),
-      ", but got ",
-      index);
-  return static_cast<c10::DeviceIndex>(index);
+  return inRange(index, count);
 }
 
 c10::DeviceType DeviceGuardImpl::type() const {
@@ -157,15 +167,7 @@ c10::DeviceIndex DeviceGuardImpl::checkedIndex(int64_t index) const {
       backendName(),
       ", but it has no devices: ",
       why_none);
-  TORCH_CHECK_VALUE(
-      index >= 0 && index < count,
-      "expected a device index in [0, ",
-      static_cast<int>(count),
-      ") for ",
-      backendName(),
-      ", but got ",
-      index);
-  return static_cast<c10::DeviceIndex>(index);
+  return inRange(index, count);
 }
 
 c10::DeviceIndex DeviceGuardImpl::answeredIndex(Method method, int64_t index)
