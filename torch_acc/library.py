@@ -256,11 +256,13 @@ def _copy_with_bits(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
     if not _on_device(dst):
         dst.copy_(value)
         return dst
+    # In dst's dtype first, as CPU copies: the bits apply to the values dst holds.
+    value = value.to(dst.dtype)
     if dst.is_neg():
         value = torch.neg(value)
     if dst.is_conj():
         value = torch.conj_physical(value)
-    _write(dst, _from_cpu(value.to(dst.dtype)))
+    _write(dst, _from_cpu(value))
     return dst
 
 
