@@ -374,9 +374,19 @@ def setup_privateuseone_for_python_backend(
         _patches.apply()
         _refuse_inductor(name)
         _register_dynamo_backend()
+        _register_distributed(name)
         atexit.register(_at_exit)
         _setup_done = (name, backend_module, hook, device_guard)
         return backend_module
+
+
+def _register_distributed(name: str) -> None:
+    """The device's c10d backend (:mod:`torch_acc.distributed`), where torch has
+    ``torch.distributed``."""
+    if torch.distributed.is_available():
+        from torch_acc import distributed
+
+        distributed.register(name)
 
 
 #: How long the interpreter waits at exit for backend calls running on other threads.
