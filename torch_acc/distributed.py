@@ -30,7 +30,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-__all__ = ["BACKEND", "ProcessGroupAcc", "register"]
+__all__ = ["BACKEND", "ProcessGroupAcc", "ddp_python_reducer", "register"]
 
 #: The name of the c10d backend (``init_process_group("acc")``, ``"cpu:gloo,npy:acc"``).
 BACKEND = "acc"
@@ -141,6 +141,21 @@ def _tensors(values) -> list[torch.Tensor]:
     return found
 
 
+def ddp_python_reducer():
+    """A context in which ``DistributedDataParallel`` is made to reduce gradients from Python
+    (torch's ``optimize_ddp="python_reducer"`` mode: one functional ``all_reduce`` per
+    parameter once its gradient is accumulated, honouring ``no_sync``) instead of with its C++
+    ``Reducer``.
+
+    The C++ ``Reducer`` asks ``Tensor::is_alias_of`` whether a gradient is its bucket's view,
+    which reads the tensors' storage; payload tensors have none, so it fails on a Python
+    device. What the Python reducer lacks: buckets (``bucket_cap_mb``,
+    ``gradient_as_bucket_view``), the forward's broadcast of buffers, ``static_graph`` and
+    ``find_unused_parameters`` (a parameter without a gradient is not reduced).
+    """
+    return torch._dynamo.config.patch(optimize_ddp="python_reducer")
+
+
 def _create(store, rank: int, world_size: int, timeout: timedelta) -> "ProcessGroupAcc":
     return ProcessGroupAcc(store, rank, world_size, timeout)
 
@@ -192,27 +207,38 @@ class _Work(dist.Work):
 
 
 class _RecvWork(_Work):
-    """A receive in two steps: the sender's header (dtype and shape), checked against the
-    buffer, then the values. ``get_future()`` waits for both."""
+    """A receive, on a thread of its own: the sender's header (dtype and shape), checked
+    against the receiving tensors, then the values. Other operations go on meanwhile, as
+    they do while gloo's own ``irecv`` is pending."""
 
-    def __init__(self, name: str, header_work, receive: Callable[[], object], finish, result):
-        super().__init__(name, [header_work], finish, result)
-        self._receive = receive
+    def __init__(self, name: str, receive: Callable[[], None], finish, result):
+        super().__init__(name, [], finish, result)
+        self._error: RuntimeError | None = None
+        self._future = torch.futures.Future()
+        self._thread = threading.Thread(target=self._run, args=(receive,), daemon=True)
+        self._thread.start()
+
+    def _run(self, receive: Callable[[], None]) -> None:
+        try:
+            receive()
+            self._complete()
+        except RuntimeError as e:
+            self._error = e
+            self._future.set_exception(e)
+        else:
+            self._future.set_result(self._result)
 
     def wait(self, timeout: timedelta = timedelta(0)) -> bool:
-        self._wait_inner(timeout)
-        receive, self._receive = self._receive, None
-        if receive is not None:
-            self._inner = [receive()]
-            self._wait_inner(timeout)
-        self._complete()
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
         return True
 
+    def is_completed(self) -> bool:
+        return not self._thread.is_alive()
+
     def get_future(self) -> torch.futures.Future:
-        self.wait()
-        future = torch.futures.Future()
-        future.set_result(self._result)
-        return future
+        return self._future
 
 
 def _failed(name: str, error: Exception) -> RuntimeError:
@@ -597,20 +623,30 @@ class ProcessGroupAcc(dist.ProcessGroup):
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
     def alltoall(self, outputs, inputs, opts=None):
+        """``all_to_all`` of lists, through one ``all_to_all_single`` of their flattened
+        elements: tensors of any sizes (gloo's own wants equal ones)."""
         opts = opts if opts is not None else dist.AllToAllOptions()
         self._check_devices("all_to_all", [*outputs, *inputs])
-        dtypes = {str(t.dtype) for t in [*outputs, *inputs]}
+        dtypes = {t.dtype for t in [*outputs, *inputs]}
+        sends, receives = [t.numel() for t in inputs], [t.numel() for t in outputs]
         self._agree(
             "all_to_all",
-            f"all_to_all {' '.join(sorted(dtypes))}",
-            sends=[t.numel() for t in inputs],
-            receives=[t.numel() for t in outputs],
+            f"all_to_all {' '.join(sorted(str(d) for d in dtypes))}",
+            sends=sends,
+            receives=receives,
         )
-        host_in = [self._host(t) for t in inputs]
-        host_out = [self._host_empty(t) for t in outputs]
+        if len(dtypes) > 1:
+            raise RuntimeError(
+                f"all_to_all ({BACKEND} backend): expected tensors of one dtype, got "
+                f"{_describe([*inputs, *outputs])}"
+            )
+        dtype = next(iter(dtypes))
+        flat_in = torch.cat([self._host(t).reshape(-1) for t in inputs])
+        flat_out = torch.empty(sum(receives), dtype=dtype)
+        host_out = [h.view(t.shape) for h, t in zip(flat_out.split(receives), outputs, strict=True)]
         return self._run(
             "all_to_all",
-            lambda: self._gloo.alltoall(host_out, host_in, opts),
+            lambda: self._gloo.alltoall_base(flat_out, flat_in, receives, sends, opts),
             outputs,
             host_out,
             outputs,
@@ -694,21 +730,28 @@ class ProcessGroupAcc(dist.ProcessGroup):
         except RuntimeError as e:
             raise RuntimeError(f"recv ({BACKEND} backend): {e}") from e
 
-        def receive():
-            source = header_work._source_rank() if src is None else src
-            sent = [_from_header(h) for h in headers]
-            if any(
-                d != t.dtype or s != list(t.shape) for (d, s), t in zip(sent, tensors, strict=True)
-            ):
-                # Take the values, so that the sender is not left waiting, and refuse them.
-                drain = [torch.empty(s, dtype=d or torch.uint8) for d, s in sent]
-                self._gloo.recv(drain, source, tag).wait()
-                said = " ".join(f"{str(d).removeprefix('torch.')}{s}" for d, s in sent)
-                raise RuntimeError(
-                    f"recv ({BACKEND} backend): rank {source} sent {said}, the receiving "
-                    f"tensors are {_describe(tensors)}"
-                )
-            return self._gloo.recv(host, source, tag)
+        def receive() -> None:
+            try:
+                header_work.wait()
+                source = header_work._source_rank() if src is None else src
+                sent = [_from_header(h) for h in headers]
+                if any(
+                    d != t.dtype or s != list(t.shape)
+                    for (d, s), t in zip(sent, tensors, strict=True)
+                ):
+                    # Take the values, so that the sender is not left waiting; refuse them.
+                    drain = [torch.empty(s, dtype=d or torch.uint8) for d, s in sent]
+                    self._gloo.recv(drain, source, tag).wait()
+                    said = " ".join(f"{str(d).removeprefix('torch.')}{s}" for d, s in sent)
+                    raise RuntimeError(
+                        f"recv ({BACKEND} backend): rank {source} sent {said}, the receiving "
+                        f"tensors are {_describe(tensors)}"
+                    )
+                self._gloo.recv(host, source, tag).wait()
+            except RuntimeError as e:
+                if str(e).startswith(f"recv ({BACKEND} backend)"):
+                    raise
+                raise _failed("recv", e) from e
 
         pairs = list(zip(tensors, host, strict=True))
 
@@ -718,4 +761,4 @@ class ProcessGroupAcc(dist.ProcessGroup):
                     if t is not h:
                         t.copy_(h)
 
-        return _RecvWork("recv", header_work, receive, finish, tensors)
+        return _RecvWork("recv", receive, finish, tensors)
