@@ -585,6 +585,32 @@ class TestDistributed(TestCase):
             self.assertEqual(rc, 0, f"rank {rank}:\n{out}")
         self.assertIn("all_reduce failed", results[0][1])
 
+    def test_torchrun_demo(self):
+        """``torchrun --nproc-per-node 2 -m torch_acc.demo --distributed``: DDP on npy and on
+        CPU give the same losses."""
+        env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0", PYTHONWARNINGS="ignore")
+        env["PYTHONPATH"] = os.pathsep.join([REPO, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "torch_acc.demo",
+            "--distributed",
+            "--epochs",
+            "1",
+            "--no-progress",
+        ]
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, env=env, timeout=SPAWN_TIMEOUT, check=False
+        )
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn("DistributedDataParallel on 2 ranks: acc backend (npy)", proc.stdout)
+        self.assertIn("losses match cpu at every step", proc.stdout)
+
     @unittest.expectedFailure
     def test_ddp_cpp_reducer(self):
         """DDP's C++ Reducer asks ``Tensor::is_alias_of`` (the tensors' storage), which

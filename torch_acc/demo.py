@@ -14,6 +14,11 @@ losses of both devices are compared at every step (float32 tolerance). It prints
 loss of every epoch for both devices, the largest difference per model and the accuracy after
 training, and with ``--plot PATH`` saves the loss curves (matplotlib). The exit status is 1
 when a loss differs from CPU's by more than the tolerance.
+
+``torchrun --nproc-per-node 2 -m torch_acc.demo --distributed`` trains the MLP with
+``DistributedDataParallel`` instead, on ``npy`` (the ``acc`` c10d backend of
+:mod:`torch_acc.distributed`) and on CPU (gloo) side by side: each rank takes its share of
+every batch, and the printed losses are the means over the ranks.
 """
 
 import argparse
@@ -28,7 +33,7 @@ from tqdm import tqdm
 from torch_acc.backends import numpy as npy_backend
 
 __all__ = ["RTOL", "ATOL", "Result", "make_blobs", "make_images", "make_sequences", "mlp",
-           "cnn", "gru", "steps_per_epoch", "train", "main"]
+           "cnn", "gru", "steps_per_epoch", "train", "train_distributed", "main"]
 
 #: How far a loss on ``npy`` may be from CPU's, at every step: float32 rounding, grown over
 #: a few dozen steps of training.
@@ -193,6 +198,61 @@ def train(name: str, device: str, epochs: int, seed: int = 0, progress=None) -> 
     return Result(name, steps, losses, accuracy)
 
 
+def train_distributed(device: str, epochs: int, seed: int = 0, progress=None) -> Result:
+    """Train the MLP with ``DistributedDataParallel`` on ``device`` and on CPU, step by step
+    from the same start, in an initialized default process group (its backend serves
+    ``device``; CPU's model uses a gloo group). Each rank trains on its share of every batch;
+    the losses are the means over the ranks."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from torch_acc.distributed import ddp_python_reducer
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    groups = {device: dist.group.WORLD, "cpu": dist.new_group(backend="gloo")}
+    make_data, samples, make_model, optimizer, lr, batch = _SETUPS["mlp"]
+    gen = torch.Generator().manual_seed(seed)
+    x, y = make_data(gen, samples)
+    torch.manual_seed(seed)
+    model = make_model()
+    runs = {}
+    for dev, group in groups.items():
+        m = copy.deepcopy(model).to(dev)
+        if dev == device:
+            with ddp_python_reducer():
+                m = DDP(m, process_group=group)
+        else:
+            m = DDP(m, process_group=group)
+        runs[dev] = (m, optimizer(m.parameters(), lr=lr))
+    loss_fn = nn.CrossEntropyLoss()
+    losses: dict[str, list[float]] = {dev: [] for dev in groups}
+    steps = steps_per_epoch("mlp")
+    for _ in range(epochs):
+        order = torch.randperm(len(x), generator=gen)
+        for step in range(steps):
+            index = order[step * batch:(step + 1) * batch][rank::world]
+            xb, yb = x[index], y[index]
+            for dev, group in groups.items():
+                m, opt = runs[dev]
+                opt.zero_grad()
+                loss = loss_fn(m(xb.to(dev)), yb.to(dev))
+                loss.backward()
+                opt.step()
+                mean = loss.detach().clone()
+                dist.all_reduce(mean, group=group)
+                losses[dev].append(mean.item() / world)
+            if progress is not None:
+                progress.update(1)
+    accuracy = {}
+    for dev in groups:
+        m = runs[dev][0].module
+        m.eval()
+        with torch.no_grad():
+            predicted = m(x.to(dev)).cpu().argmax(1)
+        accuracy[dev] = (predicted == y).float().mean().item()
+    return Result("mlp", steps, losses, accuracy)
+
+
 def plot(results: list[Result], path: str) -> None:
     """Save the loss curves (per step, both devices) of every model to ``path``."""
     import matplotlib
@@ -222,9 +282,14 @@ def main(argv=None) -> int:
                         "a name for all)")
     parser.add_argument("--plot", metavar="PATH", help="save the loss curves to PATH (png)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--distributed", action="store_true",
+                        help="train the MLP with DistributedDataParallel, one rank per "
+                        "process (run under torchrun)")
     args = parser.parse_args(argv)
 
     device = npy_backend.setup()
+    if args.distributed:
+        return _main_distributed(args, device)
     names = MODELS if args.model in ("all", "both") else (args.model,)
     results = []
     for name in names:
@@ -232,7 +297,32 @@ def main(argv=None) -> int:
                   desc=f"{name} on {device} and cpu", file=sys.stderr,
                   disable=args.no_progress, leave=False) as bar:
             results.append(train(name, device, args.epochs, args.seed, bar))
+    return _report(results, device, args)
 
+
+def _main_distributed(args, device: str) -> int:
+    import torch.distributed as dist
+
+    from torch_acc.distributed import BACKEND
+
+    dist.init_process_group()  # the current accelerator is npy: its backend is acc
+    try:
+        rank, world = dist.get_rank(), dist.get_world_size()
+        with tqdm(total=args.epochs * steps_per_epoch("mlp"), unit="step",
+                  desc=f"mlp with DDP on {device} and cpu", file=sys.stderr,
+                  disable=args.no_progress or rank != 0, leave=False) as bar:
+            result = train_distributed(device, args.epochs, args.seed, bar)
+        if rank != 0:
+            return 0 if not result.mismatches() else 1
+        print(f"DistributedDataParallel on {world} ranks: {BACKEND} backend ({device}), "
+              "gloo (cpu)")
+        return _report([result], device, args)
+    finally:
+        dist.destroy_process_group()
+
+
+def _report(results: list[Result], device: str, args) -> int:
+    """Print the tables of ``results``; the exit status."""
     ok = True
     for result in results:
         optimizer = _SETUPS[result.name][3].__name__
