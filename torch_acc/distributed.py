@@ -30,23 +30,35 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from torch_acc.payload import payload
+
 __all__ = ["BACKEND", "ProcessGroupAcc", "ddp_python_reducer", "register"]
 
 #: The name of the c10d backend (``init_process_group("acc")``, ``"cpu:gloo,npy:acc"``).
 BACKEND = "acc"
 
-_devices: list[str] = []
+#: The devices served, and each one's ``host_view`` (or None).
+_devices: dict[str, Callable[[object], torch.Tensor | None] | None] = {}
 _functional_lib: torch.library.Library | None = None
 
 
-def register(device: str) -> str:
+def register(
+    device: str, *, host_view: Callable[[object], torch.Tensor | None] | None = None
+) -> str:
     """Register the c10d backend :data:`BACKEND` for ``device`` (a Python device's name) and
     make it the device's default backend, as NCCL is CUDA's; register the device's kernels of
     the functional collectives (``torch.distributed._functional_collectives``, what
-    ``torch.compile`` and DTensor emit). Idempotent; returns :data:`BACKEND`."""
+    ``torch.compile`` and DTensor emit). Idempotent; returns :data:`BACKEND`.
+
+    ``host_view(payload)``, where a backend gives one, spares the copies: it returns a CPU
+    tensor over the payload's own memory (the payload's shape and dtype; reading and writing
+    it reads and writes the device tensor), or None where the payload has no such memory (then
+    the values go through a host copy, as without ``host_view``). Gloo then reads and writes
+    the device data in place.
+    """
     global _functional_lib
-    if device not in _devices:
-        _devices.append(device)
+    if host_view is not None or device not in _devices:
+        _devices[device] = host_view
     dist.Backend.register_backend(BACKEND, _create, devices=["cpu", *_devices])
     if _functional_lib is None:
         _functional_lib = _register_functional_kernels()
@@ -381,15 +393,33 @@ class ProcessGroupAcc(dist.ProcessGroup):
     # Staging.
 
     @staticmethod
-    def _host(t: torch.Tensor) -> torch.Tensor:
-        """A contiguous host copy of a device tensor's values; a CPU tensor itself."""
-        return t.cpu().contiguous() if t.device.type != "cpu" else t
+    def _host_view(t: torch.Tensor) -> torch.Tensor | None:
+        """The backend's CPU tensor over ``t``'s own memory (see :func:`register`), marked
+        as one; None where there is none."""
+        host_view = _devices.get(t.device.type)
+        if host_view is None or not t.is_contiguous():
+            return None
+        view = host_view(payload(t))
+        if view is None or view.shape != t.shape or view.dtype != t.dtype:
+            return None
+        view._acc_host_view = True
+        return view
 
-    @staticmethod
-    def _host_empty(t: torch.Tensor) -> torch.Tensor:
-        """A host buffer for an output: a device tensor's shape and dtype; a CPU tensor
-        itself."""
-        return torch.empty(t.shape, dtype=t.dtype) if t.device.type != "cpu" else t
+    def _host(self, t: torch.Tensor) -> torch.Tensor:
+        """What gloo reads (and, in place, writes): a CPU tensor itself; a device tensor's
+        host view, or a contiguous host copy of its values."""
+        if t.device.type == "cpu":
+            return t
+        view = self._host_view(t)
+        return view if view is not None else t.cpu().contiguous()
+
+    def _host_empty(self, t: torch.Tensor) -> torch.Tensor:
+        """Where gloo writes an output: a CPU tensor itself; a device tensor's host view, or
+        a host buffer of its shape and dtype."""
+        if t.device.type == "cpu":
+            return t
+        view = self._host_view(t)
+        return view if view is not None else torch.empty(t.shape, dtype=t.dtype)
 
     def _run(
         self,
@@ -403,7 +433,11 @@ class ProcessGroupAcc(dist.ProcessGroup):
         """Launch gloo's collective; the work writes ``host_outputs`` back into
         ``outputs`` (divided by the group's size first where ``average``) when it
         completes."""
-        pairs = list(zip(outputs, host_outputs, strict=True))
+        pairs = [
+            (t, h)
+            for t, h in zip(outputs, host_outputs, strict=True)
+            if average or not getattr(h, "_acc_host_view", False)
+        ]
         size = self.size()
 
         def finish() -> None:
@@ -414,7 +448,7 @@ class ProcessGroupAcc(dist.ProcessGroup):
                             h.div_(size)
                         else:
                             h.copy_(torch.div(h, size, rounding_mode="trunc"))
-                    if t is not h:
+                    if t is not h and not getattr(h, "_acc_host_view", False):
                         t.copy_(h)
 
         try:
@@ -758,7 +792,7 @@ class ProcessGroupAcc(dist.ProcessGroup):
         def finish() -> None:
             with torch.no_grad():
                 for t, h in pairs:
-                    if t is not h:
+                    if t is not h and not getattr(h, "_acc_host_view", False):
                         t.copy_(h)
 
         return _RecvWork("recv", receive, finish, tensors)

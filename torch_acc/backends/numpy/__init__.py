@@ -88,6 +88,10 @@ def setup() -> str:
             if not _compat.aten_op_removed(name):
                 library.impl(name, kernel)
         _training.register_storage_kernels()
+        if torch.distributed.is_available():
+            from torch_acc import distributed
+
+            distributed.register(DEVICE, host_view=_common.host_view)
         _registered = True
     return DEVICE
 

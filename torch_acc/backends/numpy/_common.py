@@ -186,6 +186,18 @@ def from_cpu(tensor: torch.Tensor):
     return tensor.numpy().copy()
 
 
+def host_view(payload) -> torch.Tensor | None:
+    """A CPU tensor over a payload's own memory, where it has dense writeable memory
+    (``torch_acc.distributed``'s ``host_view``: collectives then read and write it in place)."""
+    if type(payload) is not _ndarray:
+        return None
+    if not (payload.flags.c_contiguous and payload.flags.writeable):
+        return None
+    if payload.dtype == _BFLOAT16:
+        return torch.from_numpy(payload.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(payload)
+
+
 def copy_into(dst, src):
     if isinstance(dst, np.ndarray) and dst.flags.writeable:
         # A writeable payload with a zero stride is a view of an expanded tensor (a kernel's
