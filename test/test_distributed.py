@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 from torch.testing._internal.common_utils import run_tests, TestCase
 
-from torch_acc.distributed import ddp_python_reducer
+from torch_acc.distributed import data_parallel, ddp_python_reducer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -362,12 +362,22 @@ class _Net(torch.nn.Module):
         return self.fc2(torch.relu(self.fc1(x)) * self.scale)
 
 
-def _ddp_run(rank: int, device: str, group, steps: int = 3, no_sync: bool = False, **ddp_kwargs):
+def _ddp_run(
+    rank: int,
+    device: str,
+    group,
+    steps: int = 3,
+    no_sync: bool = False,
+    coalesced: bool = True,
+    **ddp_kwargs,
+):
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     torch.manual_seed(0)
     net = _Net(unused=ddp_kwargs.get("find_unused_parameters", False))
-    if device == "npy":
+    if device == "npy" and coalesced:
+        model = data_parallel(net.to(device), process_group=group, **ddp_kwargs)
+    elif device == "npy":
         with ddp_python_reducer():
             model = DDP(net.to(device), process_group=group, **ddp_kwargs)
     else:
@@ -387,11 +397,11 @@ def _ddp_run(rank: int, device: str, group, steps: int = 3, no_sync: bool = Fals
 
 
 def _worker_ddp(rank: int, ws: int) -> None:
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
     gloo = dist.new_group(backend="gloo")
-    # npy: DDP with the Python reducer; CPU: DDP's C++ reducer (several buckets) with gloo.
-    for name, kwargs in {"default": {}, "no_sync": {"no_sync": True}}.items():
+    # npy: DDP with the Python reducer, one coalesced all_reduce per backward
+    # (data_parallel) or one per parameter; CPU: DDP's C++ reducer (several buckets), gloo.
+    configs = {"default": {}, "no_sync": {"no_sync": True}, "per parameter": {"coalesced": False}}
+    for name, kwargs in configs.items():
         npy_params = _ddp_run(rank, "npy", dist.group.WORLD, **kwargs)
         cpu_params = _ddp_run(rank, "cpu", gloo, **kwargs)
         for a, b in zip(npy_params, cpu_params, strict=True):
@@ -404,8 +414,7 @@ def _worker_ddp(rank: int, ws: int) -> None:
     net = _Net()
     single = _Net()
     single.load_state_dict(net.state_dict())
-    with ddp_python_reducer():
-        model = DDP(net.to("npy"))
+    model = data_parallel(net.to("npy"))
     x = _data(rank, (4, 6)).to("npy")
     model(x).pow(2).mean().backward()
     whole = torch.cat([_data(r, (4, 6)) for r in range(ws)])

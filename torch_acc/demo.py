@@ -206,7 +206,7 @@ def train_distributed(device: str, epochs: int, seed: int = 0, progress=None) ->
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from torch_acc.distributed import ddp_python_reducer
+    from torch_acc.distributed import data_parallel
 
     rank, world = dist.get_rank(), dist.get_world_size()
     groups = {device: dist.group.WORLD, "cpu": dist.new_group(backend="gloo")}
@@ -219,8 +219,7 @@ def train_distributed(device: str, epochs: int, seed: int = 0, progress=None) ->
     for dev, group in groups.items():
         m = copy.deepcopy(model).to(dev)
         if dev == device:
-            with ddp_python_reducer():
-                m = DDP(m, process_group=group)
+            m = data_parallel(m, process_group=group)
         else:
             m = DDP(m, process_group=group)
         runs[dev] = (m, optimizer(m.parameters(), lr=lr))

@@ -32,7 +32,7 @@ import torch.distributed as dist
 
 from torch_acc.payload import payload
 
-__all__ = ["BACKEND", "ProcessGroupAcc", "ddp_python_reducer", "register"]
+__all__ = ["BACKEND", "ProcessGroupAcc", "data_parallel", "ddp_python_reducer", "register"]
 
 #: The name of the c10d backend (``init_process_group("acc")``, ``"cpu:gloo,npy:acc"``).
 BACKEND = "acc"
@@ -166,6 +166,51 @@ def ddp_python_reducer():
     ``find_unused_parameters`` (a parameter without a gradient is not reduced).
     """
     return torch._dynamo.config.patch(optimize_ddp="python_reducer")
+
+
+def data_parallel(module: torch.nn.Module, **kwargs) -> torch.nn.Module:
+    """``DistributedDataParallel(module, **kwargs)`` for a module on a Python device.
+
+    DDP with the Python reducer (see :func:`ddp_python_reducer`), whose gradients are averaged
+    by one coalesced ``all_reduce`` at the end of each backward (all the gradients of the
+    backward in one collective, as DDP's own buckets do) rather than one per parameter.
+    ``no_sync()`` works as with DDP.
+    """
+    from torch.nn.parallel import DistributedDataParallel
+
+    with ddp_python_reducer():
+        model = DistributedDataParallel(module, **kwargs)
+    model.register_comm_hook(_CoalescedAllReduce(model.process_group), _coalesced_all_reduce)
+    return model
+
+
+class _CoalescedAllReduce:
+    """The state of :func:`_coalesced_all_reduce`: the gradients of the running backward."""
+
+    def __init__(self, group):
+        self.group = group
+        self.pending: list[torch.Tensor] = []
+
+    def flush(self) -> None:
+        grads, self.pending = self.pending, []
+        if isinstance(self.group, ProcessGroupAcc):
+            opts = dist.AllreduceCoalescedOptions()
+            opts.reduceOp = dist.ReduceOp.AVG
+            self.group.allreduce_coalesced(grads, opts).wait()
+            return
+        for grad in grads:
+            dist.all_reduce(grad, group=self.group)
+            grad.div_(self.group.size())
+
+
+def _coalesced_all_reduce(state: _CoalescedAllReduce, bucket):
+    """DDP's Python reducer calls this with each parameter's accumulated gradient (``bucket``
+    is ``(grad, param)`` there); the first call of a backward queues the one all_reduce of
+    them all for the backward's end."""
+    grad, _ = bucket
+    if not state.pending:
+        torch.autograd.Variable._execution_engine.queue_callback(state.flush)
+    state.pending.append(grad)
 
 
 def _create(store, rank: int, world_size: int, timeout: timedelta) -> "ProcessGroupAcc":
