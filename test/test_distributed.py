@@ -259,14 +259,14 @@ _FOUR_RANK_CASES = (
 )
 
 
-def _worker_collectives_4(rank: int, ws: int) -> None:
+def _worker_collectives_4(rank: int, ws: int, tmp: str) -> None:
     gloo = dist.new_group(backend="gloo")
     cases = _collective_cases(rank, ws)
     for name in _FOUR_RANK_CASES:
         _same(cases[name]("npy", dist.group.WORLD), cases[name]("cpu", gloo), name)
 
 
-def _worker_collectives(rank: int, ws: int) -> None:
+def _worker_collectives(rank: int, ws: int, tmp: str) -> None:
     import torch.distributed._functional_collectives as funcol
 
     assert type(dist.group.WORLD).__name__ == "ProcessGroupAcc"
@@ -336,8 +336,41 @@ def _worker_collectives(rank: int, ws: int) -> None:
     torch.ops._c10d_functional.all_reduce_(xr, "sum", world.group_name)
     _same(xr, funcol.all_reduce(x, "sum", gloo), "_c10d_functional.all_reduce_")
 
+    _check_dtensor_and_checkpoint(rank, ws, os.path.join(tmp, "dcp"))
 
-def _worker_init(rank: int, ws: int) -> None:
+
+def _check_dtensor_and_checkpoint(rank: int, ws: int, tmp: str) -> None:
+    """A DTensor on DeviceMesh("npy"): sharding, redistribution, a matmul and a reduction
+    (functional collectives underneath) give CPU's values; a distributed checkpoint of it
+    saves and loads. (DCP's default writer overlaps copies on the device's streams, which the
+    device module does not offer yet: ``per_thread_copy_ahead=0`` copies without them.)"""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import distribute_tensor, Replicate, Shard
+
+    mesh = init_device_mesh("npy", (ws,))
+    full, weight = _data(0, (2 * ws, 6)), _data(0, (6, 3), seed=1)
+    d = distribute_tensor(full.to("npy"), mesh, [Shard(0)])
+    assert d.to_local().device.type == "npy" and d.to_local().shape == (2, 6)
+    _same(d.to_local(), full[2 * rank : 2 * rank + 2], "DTensor shard")
+    _same(d.redistribute(mesh, [Replicate()]).to_local(), full, "redistribute to Replicate")
+    w = distribute_tensor(weight.to("npy"), mesh, [Replicate()])
+    torch.testing.assert_close((d @ w).full_tensor().cpu(), full @ weight)
+    torch.testing.assert_close(d.sum().full_tensor().cpu(), full.sum())
+
+    state = {"w": d, "b": torch.arange(3.0).to("npy")}
+    dcp.save(state, storage_writer=dcp.FileSystemWriter(tmp, per_thread_copy_ahead=0))
+    loaded = {
+        "w": distribute_tensor(torch.zeros(2 * ws, 6).to("npy"), mesh, [Shard(0)]),
+        "b": torch.zeros(3).to("npy"),
+    }
+    dcp.load(loaded, checkpoint_id=tmp)
+    assert loaded["w"].to_local().device.type == "npy"
+    _same(loaded["w"].full_tensor(), full, "DCP load of a DTensor")
+    _same(loaded["b"], torch.arange(3.0), "DCP load of a tensor")
+
+
+def _worker_init(rank: int, ws: int, tmp: str) -> None:
     # The process group this worker was given came from a plain init_process_group(): the
     # current accelerator is npy, whose default c10d backend is acc.
     assert type(dist.group.WORLD).__name__ == "ProcessGroupAcc", type(dist.group.WORLD)
@@ -396,7 +429,7 @@ def _ddp_run(
     return [p.detach().cpu() for p in model.parameters()]
 
 
-def _worker_ddp(rank: int, ws: int) -> None:
+def _worker_ddp(rank: int, ws: int, tmp: str) -> None:
     gloo = dist.new_group(backend="gloo")
     # npy: DDP with the Python reducer, one coalesced all_reduce per backward
     # (data_parallel) or one per parameter; CPU: DDP's C++ reducer (several buckets), gloo.
@@ -423,11 +456,11 @@ def _worker_ddp(rank: int, ws: int) -> None:
         torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-5, atol=1e-6)
 
 
-def _worker_errors(rank: int, ws: int) -> None:
+def _worker_errors(rank: int, ws: int, tmp: str) -> None:
     """Errors that leave the group usable: each is raised on every rank, names the
     collective, and the next collective works. (The group comes from a plain
     init_process_group.)"""
-    _worker_init(rank, ws)
+    _worker_init(rank, ws, tmp)
 
     def expect(fn, *fragments):
         try:
@@ -500,7 +533,7 @@ def _worker_errors(rank: int, ws: int) -> None:
         dist.all_reduce(t)
 
 
-def _worker_rank_dies(rank: int, ws: int) -> None:
+def _worker_rank_dies(rank: int, ws: int, tmp: str) -> None:
     if rank == 1:
         os._exit(3)
     try:
@@ -512,7 +545,7 @@ def _worker_rank_dies(rank: int, ws: int) -> None:
         raise AssertionError("all_reduce with a dead rank did not fail")
 
 
-def _worker_timeout(rank: int, ws: int) -> None:
+def _worker_timeout(rank: int, ws: int, tmp: str) -> None:
     if rank == 1:
         time.sleep(6)  # never joins the collective, outlives the group's 3 s timeout
         return
@@ -551,7 +584,7 @@ def _worker_main(scenario: str, rank: int, ws: int, init: str) -> None:
         timeout=timedelta(seconds=timeout),
         **kwargs,
     )
-    worker(rank, ws)
+    worker(rank, ws, os.path.dirname(init))  # beside the init file: files all ranks share
     print(f"ok {scenario}", flush=True)
     if scenario not in ("rank_dies", "timeout"):
         dist.destroy_process_group()
