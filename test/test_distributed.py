@@ -532,6 +532,21 @@ def _worker_errors(rank: int, ws: int, tmp: str) -> None:
         t = torch.ones(2, device="npy")
         dist.all_reduce(t)
 
+    # A timeout: rank 1 never joins a collective of a group with a 3 s timeout.
+    short = dist.new_group(timeout=timedelta(seconds=3))
+    if rank == 1:
+        time.sleep(6)
+        return
+    start = time.monotonic()
+    try:
+        dist.all_reduce(torch.ones(4, device="npy"), group=short)
+    except RuntimeError as e:
+        assert "all_reduce (acc backend)" in str(e) and "Timed out" in str(e), str(e)
+        assert time.monotonic() - start < 10, time.monotonic() - start
+        print("all_reduce failed:", e)
+    else:
+        raise AssertionError("all_reduce without a peer did not time out")
+
 
 def _worker_rank_dies(rank: int, ws: int, tmp: str) -> None:
     if rank == 1:
@@ -545,21 +560,6 @@ def _worker_rank_dies(rank: int, ws: int, tmp: str) -> None:
         raise AssertionError("all_reduce with a dead rank did not fail")
 
 
-def _worker_timeout(rank: int, ws: int, tmp: str) -> None:
-    if rank == 1:
-        time.sleep(6)  # never joins the collective, outlives the group's 3 s timeout
-        return
-    start = time.monotonic()
-    try:
-        dist.all_reduce(torch.ones(4, device="npy"))
-    except RuntimeError as e:
-        assert "all_reduce (acc backend)" in str(e) and "Timed out" in str(e), str(e)
-        assert time.monotonic() - start < 10, time.monotonic() - start
-        print("all_reduce failed:", e)
-    else:
-        raise AssertionError("all_reduce without a peer did not time out")
-
-
 _WORKERS = {
     # name: (worker, backend argument of init_process_group, timeout)
     "collectives": (_worker_collectives, "cpu:gloo,npy:acc", 60),
@@ -567,7 +567,6 @@ _WORKERS = {
     "ddp": (_worker_ddp, "acc", 60),
     "errors": (_worker_errors, None, 30),
     "rank_dies": (_worker_rank_dies, "cpu:gloo,npy:acc", 30),
-    "timeout": (_worker_timeout, "cpu:gloo,npy:acc", 3),
 }
 
 
@@ -586,7 +585,7 @@ def _worker_main(scenario: str, rank: int, ws: int, init: str) -> None:
     )
     worker(rank, ws, os.path.dirname(init))  # beside the init file: files all ranks share
     print(f"ok {scenario}", flush=True)
-    if scenario not in ("rank_dies", "timeout"):
+    if scenario not in ("rank_dies", "errors"):
         dist.destroy_process_group()
     os._exit(0)  # a group whose peer failed must not hold the exit
 
@@ -613,18 +612,13 @@ class TestDistributed(TestCase):
         self.assertRanksOk("ddp", 2)
 
     def test_plain_init_and_errors_that_name_the_collective(self):
-        self.assertRanksOk("errors", 2)
+        results = self.assertRanksOk("errors", 2)
+        self.assertIn("all_reduce failed", results[0][1])  # the timeout
 
     def test_rank_dies(self):
         results = _spawn("rank_dies", 2)
         self.assertEqual(results[1][0], 3)
         self.assertEqual(results[0][0], 0, results[0][1])
-        self.assertIn("all_reduce failed", results[0][1])
-
-    def test_timeout(self):
-        results = _spawn("timeout", 2)
-        for rank, (rc, out) in enumerate(results):
-            self.assertEqual(rc, 0, f"rank {rank}:\n{out}")
         self.assertIn("all_reduce failed", results[0][1])
 
     def test_torchrun_demo(self):

@@ -63,3 +63,13 @@ def current_accelerator_setter():
 # answer there is kept and raised by the next guard call that can raise
 # (TORCH_ACC_STREAM_QUERIES_NOEXCEPT in csrc/acc/compat.h).
 STREAM_QUERIES_NOEXCEPT = TORCH_VERSION < (2, 7)
+
+#: The ``torch._dynamo.config.optimize_ddp`` mode in which eager ``DistributedDataParallel``
+#: reduces gradients from Python instead of with its C++ ``Reducer``
+#: (``torch_acc.distributed.ddp_python_reducer``): on 2.6 ``"python_reducer"`` keeps the C++
+#: Reducer outside compiled autograd and ``"python_reducer_without_compiled_forward"`` drops it;
+#: on 2.13 only ``"python_reducer"`` is the Python reducer. The releases between are not
+#: checked; read from the 2.6.0 source, not run there.
+DDP_PYTHON_REDUCER_MODE = (
+    "python_reducer" if TORCH_VERSION >= (2, 13) else "python_reducer_without_compiled_forward"
+)

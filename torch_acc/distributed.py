@@ -30,6 +30,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from torch_acc import _compat
 from torch_acc.payload import payload
 
 __all__ = ["BACKEND", "ProcessGroupAcc", "data_parallel", "ddp_python_reducer", "register"]
@@ -155,9 +156,9 @@ def _tensors(values) -> list[torch.Tensor]:
 
 def ddp_python_reducer():
     """A context in which ``DistributedDataParallel`` is made to reduce gradients from Python
-    (torch's ``optimize_ddp="python_reducer"`` mode: one functional ``all_reduce`` per
-    parameter once its gradient is accumulated, honouring ``no_sync``) instead of with its C++
-    ``Reducer``.
+    (torch's ``optimize_ddp`` mode ``_compat.DDP_PYTHON_REDUCER_MODE``: one functional
+    ``all_reduce`` per parameter once its gradient is accumulated, honouring ``no_sync``)
+    instead of with its C++ ``Reducer``.
 
     The C++ ``Reducer`` asks ``Tensor::is_alias_of`` whether a gradient is its bucket's view,
     which reads the tensors' storage; payload tensors have none, so it fails on a Python
@@ -165,7 +166,7 @@ def ddp_python_reducer():
     ``gradient_as_bucket_view``), the forward's broadcast of buffers, ``static_graph`` and
     ``find_unused_parameters`` (a parameter without a gradient is not reduced).
     """
-    return torch._dynamo.config.patch(optimize_ddp="python_reducer")
+    return torch._dynamo.config.patch(optimize_ddp=_compat.DDP_PYTHON_REDUCER_MODE)
 
 
 def data_parallel(module: torch.nn.Module, **kwargs) -> torch.nn.Module:
