@@ -2,11 +2,14 @@ r"""``torch.distributed`` on a Python device: a c10d backend that stages payload
 
 Gloo, the collective library of CPU tensors, does not accept PrivateUse1 tensors. The
 backend here is a ``torch.distributed.ProcessGroup`` that copies the tensors of a Python
-device to host memory, runs the collective with gloo and writes the results back into the
-device tensors in place (their dtype, shape and strides unchanged); CPU tensors go to gloo as
-they are. Every collective of the c10d API works, synchronous or with ``async_op=True``
-(``Work.wait()``, ``Work.get_future()``), and so do ``DistributedDataParallel``,
-``batch_isend_irecv`` and the coalescing manager.
+device to host memory (or uses their memory in place, through a backend's ``host_view``), runs
+the collective with gloo and writes the results back into the device tensors in place (their
+dtype, shape and strides unchanged); CPU tensors go to gloo as they are. Every collective of
+the c10d API works, synchronous or with ``async_op=True`` (``Work.wait()``,
+``Work.get_future()``), and so do ``batch_isend_irecv``, the coalescing manager, the
+functional collectives (run synchronously: a result is complete when returned), DTensor and
+``torch.distributed.checkpoint``. ``DistributedDataParallel`` needs its Python reducer:
+:func:`data_parallel`.
 
 :func:`register` makes the backend known to ``torch.distributed`` under the name
 :data:`BACKEND` (``"acc"``) for a device; ``setup_privateuseone_for_python_backend`` calls it,
@@ -18,8 +21,10 @@ so that after a backend's setup::
 
 all give a process group whose collectives take tensors on the device (and on CPU).
 
-Errors name the collective and the device; a collective whose peer died or that outlives the
-process group's timeout raises gloo's error, wrapped, never hangs past that timeout.
+Before each collective the ranks compare what they pass (one small gloo ``all_gather``), so
+that tensors of other dtypes or shapes on another rank are an error naming the collective on
+every rank; a collective whose peer died or that outlives the process group's timeout raises
+gloo's error, wrapped with the collective's name: never a hang past that timeout.
 """
 
 import threading
