@@ -102,8 +102,13 @@ def _worker(rank: int, init: str, seconds: float) -> None:
 
     torch.set_num_threads(1)
     npy_backend.setup()
-    dist.init_process_group("cpu:gloo,npy:acc", init_method=f"file://{init}", rank=rank,
-                            world_size=2, timeout=timedelta(seconds=120))
+    dist.init_process_group(
+        "cpu:gloo,npy:acc",
+        init_method=f"file://{init}",
+        rank=rank,
+        world_size=2,
+        timeout=timedelta(seconds=120),
+    )
     _gloo = dist.new_group(backend="gloo")
     times: dict[str, list[float]] = {}
     tensors = {}
@@ -127,7 +132,8 @@ def _worker(rank: int, init: str, seconds: float) -> None:
             for dev, group in (("npy", dist.group.WORLD), ("cpu", _gloo)):
                 t = pair[dev]
                 times.setdefault(f"all_reduce {name} {dev}", []).append(
-                    _agreed(lambda t=t, g=group: dist.all_reduce(t, group=g), seconds))
+                    _agreed(lambda t=t, g=group: dist.all_reduce(t, group=g), seconds)
+                )
         for name in ("ddp npy", "ddp cpu"):
             times.setdefault(name, []).append(_agreed(steps[name], seconds))
         for name in ("single npy", "single cpu"):
@@ -142,23 +148,31 @@ def _report(t: dict[str, float]) -> None:
     for name in SIZES:
         a, b = t[f"all_reduce {name} npy"], t[f"all_reduce {name} cpu"]
         target = f"<= {ALL_REDUCE_TARGET}x" if name == "64 MB" else ""
-        print(f"{'all_reduce ' + name:24}{a * 1e3:>10.3f}ms{b * 1e3:>12.3f}ms"
-              f"{a / b:>7.2f}x  {target}")
+        print(
+            f"{'all_reduce ' + name:24}{a * 1e3:>10.3f}ms{b * 1e3:>12.3f}ms{a / b:>7.2f}x  {target}"
+        )
     single = t["single npy"] / t["single cpu"]
     ddp = t["ddp npy"] / t["ddp cpu"]
-    print(f"{'train step, 1 process':24}{t['single npy'] * 1e3:>10.3f}ms"
-          f"{t['single cpu'] * 1e3:>12.3f}ms{single:>7.2f}x")
-    print(f"{'train step, DDP 2 ranks':24}{t['ddp npy'] * 1e3:>10.3f}ms"
-          f"{t['ddp cpu'] * 1e3:>12.3f}ms{ddp:>7.2f}x  <= {single + DDP_MARGIN:.2f}x")
+    print(
+        f"{'train step, 1 process':24}{t['single npy'] * 1e3:>10.3f}ms"
+        f"{t['single cpu'] * 1e3:>12.3f}ms{single:>7.2f}x"
+    )
+    print(
+        f"{'train step, DDP 2 ranks':24}{t['ddp npy'] * 1e3:>10.3f}ms"
+        f"{t['ddp cpu'] * 1e3:>12.3f}ms{ddp:>7.2f}x  <= {single + DDP_MARGIN:.2f}x"
+    )
     big = t["all_reduce 64 MB npy"] / t["all_reduce 64 MB cpu"]
-    print(f"all_reduce 64 MB: {'met' if big <= ALL_REDUCE_TARGET else 'MISSED'}; "
-          f"DDP step: {'met' if ddp <= single + DDP_MARGIN else 'MISSED'}")
+    print(
+        f"all_reduce 64 MB: {'met' if big <= ALL_REDUCE_TARGET else 'MISSED'}; "
+        f"DDP step: {'met' if ddp <= single + DDP_MARGIN else 'MISSED'}"
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=0.3,
-                        help="length of a timed loop (default 0.3)")
+    parser.add_argument(
+        "--seconds", type=float, default=0.3, help="length of a timed loop (default 0.3)"
+    )
     parser.add_argument("--worker", nargs=2, metavar=("RANK", "INIT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -170,8 +184,18 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         init = os.path.join(tmp, "init")
         procs = [
-            subprocess.Popen([sys.executable, __file__, "--seconds", str(args.seconds),
-                              "--worker", str(rank), init], env=env)
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    __file__,
+                    "--seconds",
+                    str(args.seconds),
+                    "--worker",
+                    str(rank),
+                    init,
+                ],
+                env=env,
+            )
             for rank in range(2)
         ]
         return max(p.wait() for p in procs)
