@@ -664,6 +664,42 @@ class TestDistributed(TestCase):
         finally:
             dist.destroy_process_group()
 
+    def test_transport(self):
+        """A backend's own transport moves the host tensors instead of gloo: here one that
+        records what it is given and hands it on to gloo."""
+        from torch_acc import distributed
+        from torch_acc.backends import numpy as npy_backend
+
+        npy_backend.setup()
+        seen = []
+
+        class Recording:
+            def __init__(self, store, rank, world_size, timeout):
+                self.gloo = dist.ProcessGroupGloo(store, rank, world_size, timeout)
+
+            def __getattr__(self, name):
+                def call(*args):
+                    seen.append((name, [t for t in args if isinstance(t, torch.Tensor)]))
+                    return getattr(self.gloo, name)(*args)
+
+                return call
+
+        distributed.register("npy", transport=Recording)
+        try:
+            dist.init_process_group("acc", store=dist.HashStore(), rank=0, world_size=1)
+            t = torch.arange(4.0).to("npy")
+            dist.broadcast(t, src=0)
+            out = torch.empty(4, device="npy")
+            dist.all_gather_into_tensor(out, t * 2)
+        finally:
+            distributed._transports.pop("npy")
+            dist.destroy_process_group()
+        self.assertEqual(out.cpu(), torch.arange(4.0) * 2)
+        names = [name for name, _ in seen]
+        self.assertIn("broadcast", names)
+        self.assertIn("_allgather_base", names)
+        self.assertIn("allgather", names)  # the ranks' agreement check
+
     def test_backend_registered_for_the_device(self):
         from torch_acc.backends import numpy as npy_backend
 

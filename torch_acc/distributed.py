@@ -45,11 +45,16 @@ BACKEND = "acc"
 
 #: The devices served, and each one's ``host_view`` (or None).
 _devices: dict[str, Callable[[object], torch.Tensor | None] | None] = {}
+#: The devices whose backend gave a ``transport``, and that transport.
+_transports: dict[str, Callable] = {}
 _functional_lib: torch.library.Library | None = None
 
 
 def register(
-    device: str, *, host_view: Callable[[object], torch.Tensor | None] | None = None
+    device: str,
+    *,
+    host_view: Callable[[object], torch.Tensor | None] | None = None,
+    transport: Callable | None = None,
 ) -> str:
     """Register the c10d backend :data:`BACKEND` for ``device`` (a Python device's name) and
     make it the device's default backend, as NCCL is CUDA's; register the device's kernels of
@@ -61,10 +66,21 @@ def register(
     it reads and writes the device tensor), or None where the payload has no such memory (then
     the values go through a host copy, as without ``host_view``). Gloo then reads and writes
     the device data in place.
+
+    ``transport(store, rank, world_size, timeout)``, where a backend gives one, makes what
+    moves the host tensors instead of gloo: a c10d backend of CPU tensors (the methods of
+    ``torch._C._distributed_c10d.Backend`` that :class:`ProcessGroupAcc` calls: ``allreduce``,
+    ``allreduce_coalesced``, ``broadcast``, ``reduce``, ``allgather``, ``allgather_coalesced``,
+    ``_allgather_base``, ``gather``, ``scatter``, ``reduce_scatter``,
+    ``_reduce_scatter_base``, ``alltoall_base``, ``barrier``, ``send``, ``recv``,
+    ``recv_anysource``, ``monitored_barrier``, each returning a ``Work``), such as
+    ``ProcessGroupGloo`` itself, MPI's or UCC's, or a Python object with those methods.
     """
     global _functional_lib
     if host_view is not None or device not in _devices:
         _devices[device] = host_view
+    if transport is not None:
+        _transports[device] = transport
     dist.Backend.register_backend(BACKEND, _create, devices=["cpu", *_devices])
     if _functional_lib is None:
         _functional_lib = _register_functional_kernels()
@@ -219,6 +235,17 @@ def _coalesced_all_reduce(state: _CoalescedAllReduce, bucket):
     state.pending.append(grad)
 
 
+def _transport() -> Callable:
+    """The one transport the devices' backends gave, or gloo's."""
+    transports = set(_transports.values())
+    if len(transports) > 1:
+        raise RuntimeError(
+            f"{BACKEND} backend: the backends of {', '.join(sorted(_transports))} each give a "
+            "transport of their own; one process group can use one"
+        )
+    return next(iter(transports), dist.ProcessGroupGloo)
+
+
 def _create(store, rank: int, world_size: int, timeout: timedelta) -> "ProcessGroupAcc":
     return ProcessGroupAcc(store, rank, world_size, timeout)
 
@@ -358,7 +385,7 @@ class ProcessGroupAcc(dist.ProcessGroup):
 
     def __init__(self, store, rank: int, world_size: int, timeout: timedelta):
         super().__init__(rank, world_size)
-        self._gloo = dist.ProcessGroupGloo(store, rank, world_size, timeout)
+        self._gloo = _transport()(store, rank, world_size, timeout)
         self._timeout = timeout
         self._group_name = ""
         self._group_desc = ""
