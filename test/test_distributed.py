@@ -24,8 +24,8 @@ from torch_acc.distributed import data_parallel, ddp_python_reducer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-#: What bounds a spawn of ranks: long enough for a busy two-core machine to import torch.
-SPAWN_TIMEOUT = 150
+#: What bounds a spawn of ranks: long enough for 4 ranks on a busy two-core machine.
+SPAWN_TIMEOUT = 300
 
 
 def _spawn(scenario: str, world_size: int = 2, timeout: float = SPAWN_TIMEOUT):
