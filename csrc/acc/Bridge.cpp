@@ -9,8 +9,10 @@
 #include <ATen/InferSize.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/TensorUtils.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/isclose.h>
 #include <ATen/ops/resolve_conj.h>
 #include <ATen/ops/resolve_neg.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -638,12 +640,73 @@ std::optional<torch::jit::Stack> runMeta(
                               : std::make_optional(std::move(stack));
 }
 
+// What CPU does where the written tensor (argument `i`) and the input `k`
+// share some elements.
+enum class Overlap : uint8_t {
+  // CPU computes as if the input were read before anything is written (mm):
+  // a payload kernel, which computes from the inputs as they are, agrees.
+  kAllowed,
+  // CPU refuses (TensorIterator's operators).
+  kRefused,
+  // CPU computes, but its result depends on the order it writes (a
+  // reduction that clears its output first reads the cleared elements).
+  kOrderDependent,
+};
+
+// Asks CPU's kernel, on stand-ins with the same distinct values: once with
+// `out` and `in` on one buffer, laid out as on their payload, and once on
+// separate buffers. Refused where CPU cannot be asked (no CPU kernel, or a
+// different dtype, so that one buffer cannot stand for both).
+Overlap cpuOverlap(
+    const c10::OperatorHandle& op,
+    c10::ArrayRef<c10::IValue> inputs,
+    size_t i,
+    size_t k) {
+  const at::Tensor& out = inputs[i].toTensor();
+  const at::Tensor& in = inputs[k].toTensor();
+  if (in.scalar_type() != out.scalar_type()) {
+    return Overlap::kRefused;
+  }
+  const auto values = at::arange(std::max(extent(out), extent(in)), at::kLong)
+                          .remainder_(7)
+                          .add_(1)
+                          .to(out.scalar_type());
+  // The written elements after CPU's kernel ran, or nullopt where it raised.
+  const auto run = [&](bool shared) -> std::optional<at::Tensor> {
+    auto stack = standIns(inputs, c10::kCPU, 1);
+    const auto written = values.clone();
+    const auto read = shared ? written : values.clone();
+    const auto result =
+        written.as_strided(out.sizes(), out.strides(), out.storage_offset());
+    stack[i] = result;
+    stack[k] = read.as_strided(in.sizes(), in.strides(), in.storage_offset());
+    try {
+      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    return result;
+  };
+  const auto apart = run(false);
+  const auto together = run(true);
+  if (!apart || !together) {
+    return Overlap::kRefused;
+  }
+  const bool same = apart->is_floating_point() || apart->is_complex()
+      ? at::isclose(*apart, *together, 0, 0, /*equal_nan=*/true)
+            .all()
+            .item<bool>()
+      : apart->equal(*together);
+  return same ? Overlap::kAllowed : Overlap::kOrderDependent;
+}
+
 // CPU's rule for a written tensor (argument `i`) and an input on the same
 // payload (at::get_overlap_status): the same elements in the same layout are
-// fine, some of the same elements are an error. Layouts that are not dense
-// are not compared, as on CPU.
+// fine; some of the same elements are an error, unless CPU's kernel accepts
+// them and computes what a payload kernel computes (see Overlap). Layouts
+// that are not dense are not compared, as on CPU.
 void checkNoPartialOverlap(
-    const c10::FunctionSchema& schema,
+    const c10::OperatorHandle& op,
     c10::ArrayRef<c10::IValue> inputs,
     size_t i) {
   const at::Tensor& out = inputs[i].toTensor();
@@ -652,6 +715,7 @@ void checkNoPartialOverlap(
       !out.is_non_overlapping_and_dense()) {
     return;
   }
+  const auto& schema = op.schema();
   const auto& args = schema.arguments();
   for (size_t k = 0; k < inputs.size(); ++k) {
     const auto* alias = args[k].alias_info();
@@ -670,15 +734,26 @@ void checkNoPartialOverlap(
     const bool partial = (a == b && a_end == b_end)
         ? !out.strides().equals(in.strides())
         : a < b_end && b < a_end;
+    if (!partial) {
+      continue;
+    }
+    const auto cpu = cpuOverlap(op, inputs, i, k);
     TORCH_CHECK(
-        !partial,
+        cpu == Overlap::kAllowed,
         schema.name(),
         ": unsupported operation: some elements of the input tensor ('",
         args[k].name(),
         "') and the written-to tensor ('",
         args[i].name(),
-        "') refer to a single memory location. Please clone() the tensor "
-        "before performing the operation.");
+        "') refer to a single memory location",
+        cpu == Overlap::kOrderDependent
+            ? c10::str(
+                  " (CPU computes this, but its result depends on the order "
+                  "in which it writes them; the ",
+                  c10::get_privateuse1_backend(),
+                  " backend computes from the input as it was)")
+            : std::string(),
+        ". Please clone() the tensor before performing the operation.");
   }
 }
 
@@ -797,7 +872,7 @@ class PythonKernel final : public c10::OperatorKernel {
         continue;
       }
       if (args_[i].mutated && inputs[i].isTensor()) {
-        checkNoPartialOverlap(op_.schema(), inputs, i);
+        checkNoPartialOverlap(op_, inputs, i);
         if (!meta && sharesElements(inputs[i].toTensor())) {
           // Whether CPU refuses to write into it depends on the operator:
           // its meta function raises CPU's error where CPU does.
@@ -1805,7 +1880,7 @@ void fallbackKernel(
     // CPU's argument checks before anything is written.
     for (size_t i = 0; i < n; ++i) {
       if (schema.arguments()[i].is_out() && inputs[i].isTensor()) {
-        checkNoPartialOverlap(schema, inputs, i);
+        checkNoPartialOverlap(op, inputs, i);
       }
     }
     runMeta(op, inputs);
