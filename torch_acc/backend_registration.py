@@ -393,7 +393,30 @@ def _at_exit() -> None:
     threads, may no longer call into Python (kernels raise, payloads released there are
     leaked), and the calls running are waited for (see ``csrc/acc/Shutdown.h``). A device
     thread that asks for the GIL once the interpreter finalizes would abort the process."""
+    _drain_device_threads()
     _C.begin_exit(EXIT_TIMEOUT_S)
+
+
+def _drain_device_threads() -> None:
+    """Waits until autograd's device threads of this backend have finished what they were
+    running. A backward pass that raised on the calling thread returns while a device thread
+    still runs a kernel of that pass; when the kernel ends, the thread drops the pass and, with
+    it, nodes and tensors that hold Python objects (a Python ``autograd.Function``), which
+    torch releases by taking the GIL. Once the interpreter finalizes, that aborts the process.
+    A small backward pass through each device's thread returns only after the kernel running
+    there, so the pass it ends is released while Python is intact."""
+    if _setup_done is None:
+        return
+    name = _setup_done[0]
+    try:
+        for index in range(_C.device_count()):
+            leaf = torch.zeros((), device=f"{name}:{index}", requires_grad=True)
+            # Rooted on the CPU: the leaf's gradient is accumulated on the device's thread.
+            leaf.cpu().backward()
+    except Exception:  # noqa: BLE001
+        # A backend that cannot run this pass (no kernels registered yet, an error in
+        # them) has no backward of its own to drain; exit goes on.
+        return
 
 
 def _refuse_inductor(name: str) -> None:
