@@ -183,6 +183,26 @@ class TestWrapChecksMetadata(TestCase):
         with self.assertRaisesRegex(ValueError, "stay within the payload's 6 elements"):
             wrap(Sized(), strides=(7,))
 
+    def test_each_attribute_is_read_once(self):
+        class Counted:
+            def __init__(self, **fields):
+                self.fields = fields
+                self.reads = []
+
+            def __getattr__(self, name):
+                self.reads.append(name)
+                if name in self.fields:
+                    return self.fields[name]
+                raise AttributeError(name)
+
+        p = Counted(shape=(2, 3), dtype="float32", strides=(12, 4))
+        t = wrap(p, shape=(2, 3), dtype=torch.float32, strides=(3, 1))
+        self.assertEqual((t.shape, t.stride()), ((2, 3), (3, 1)))
+        self.assertEqual(sorted(p.reads), ["dtype", "shape", "strides"])
+        p = Counted(shape=(6,))
+        wrap(p, dtype=torch.int64, strides=(1,))
+        self.assertEqual(sorted(p.reads), ["dtype", "shape", "strides"])
+
 
 if __name__ == "__main__":
     run_tests()

@@ -6,11 +6,13 @@ with ``torch.library`` that make ``NumpyTensor`` results (``create_empty_tensor`
 payload), side by side with the fallback that setup installs.
 """
 
+import unittest
+
 import numpy as np
 import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
-from torch_acc import _C
+from torch_acc import _C, _compat
 from torch_acc.backend_registration import setup_privateuseone_for_python_backend
 from torch_acc.backends.numpy._common import np_dtype as _np_dtype
 from torch_acc.backends.numpy._common import NUMPY_TO_TORCH as _NUMPY_TO_TORCH
@@ -18,14 +20,13 @@ from torch_acc.backends.numpy._common import NUMPY_TO_TORCH as _NUMPY_TO_TORCH
 #: The device name this backend registers.
 DEVICE = "npy"
 
+
 class NumpyTensor(torch.Tensor):
     """A tensor on the ``npy`` device; its data is the NumPy array ``raw_data``."""
 
     @staticmethod
     def __new__(cls, raw_data: np.ndarray, device_index: int = 0):
-        res = _C.create_empty_tensor(
-            raw_data.shape, _NUMPY_TO_TORCH[raw_data.dtype], device_index
-        )
+        res = _C.create_empty_tensor(raw_data.shape, _NUMPY_TO_TORCH[raw_data.dtype], device_index)
         res.__class__ = cls
         return res
 
@@ -172,9 +173,7 @@ def _sum(self, dim=None, keepdim=False, *, dtype=None):
         dtype = self.dtype
         if not (dtype.is_floating_point or dtype.is_complex):
             dtype = torch.int64
-    return _wrap(
-        np.sum(_unwrap(self), axis=axis, keepdims=keepdim, dtype=_np_dtype(dtype)), self
-    )
+    return _wrap(np.sum(_unwrap(self), axis=axis, keepdims=keepdim, dtype=_np_dtype(dtype)), self)
 
 
 def _as_strided(self, size, stride, storage_offset=None):
@@ -300,6 +299,21 @@ class TestSubclassBackend(TestCase):
         ((ac * bc + ac) @ bc).sum().backward()
         self.assertEqual(a.grad.cpu(), ac.grad)
         self.assertEqual(b.grad.cpu(), bc.grad)
+
+    @unittest.skipIf(
+        _compat.SUBCLASS_GRAD_IS_PLAIN_TENSOR,
+        "on this torch the gradient a leaf accumulates is a plain Tensor over the payload "
+        "(issue 13, item 19; not fixed)",
+    )
+    def test_gradients_keep_the_subclass(self):
+        a_cpu, b_cpu = torch.randn(2, 2), torch.randn(2, 2)
+        a = a_cpu.to("npy").requires_grad_()
+        b = b_cpu.to("npy").requires_grad_()
+        (a * b).sum().backward()
+        # The gradients are the backend's tensors, as its kernels made them.
+        self.assertIs(type(a.grad), NumpyTensor)
+        np.testing.assert_allclose(a.grad.raw_data, b_cpu.numpy())
+        self.assertIs(type(b.grad), NumpyTensor)
 
     def test_repr(self):
         t = torch.tensor([[1.0, 2.0], [3.0, 4.5]], device="npy")

@@ -178,13 +178,13 @@ class _DefaultDeviceModule:
         return list(dtypes)
 
     # Memory figures: the backend's own, from its hooks (``memory_stats`` and the methods
-    # beside it, as ``torch.accelerator`` reads them through C++); zeros when it reports
-    # none, since its data lives in Python objects that nothing here counts.
+    # beside it, as ``torch.accelerator`` reads them through C++); when it reports none, the
+    # bytes of its live payloads, which C++ counts as payloads are bound and released.
     def memory_stats(self, device=None) -> dict[str, int]:
         stats = getattr(self._hooks, "memory_stats", None)
         index = self._index(device)
         if stats is None:
-            return {}
+            return _C.payload_memory_stats(index)
         figures = stats(index)
         if not isinstance(figures, dict) or not all(
             isinstance(k, str) and _is_int(v) for k, v in figures.items()
@@ -207,21 +207,26 @@ class _DefaultDeviceModule:
     def max_memory_reserved(self, device=None) -> int:
         return self.memory_stats(device).get("reserved_bytes.all.peak", 0)
 
-    def _reset(self, method: str, device) -> None:
+    def _reset(self, method: str, reset_payload_figures, device) -> None:
         reset = getattr(self._hooks, method, None)
+        index = self._index(device)
         if reset is not None:
-            reset(self._index(device))
+            reset(index)
         elif getattr(self._hooks, "memory_stats", None) is not None:
             raise RuntimeError(
                 f"{type(self._hooks).__qualname__} defines memory_stats() but no "
                 f"{method}(device_index)"
             )
+        else:
+            reset_payload_figures(index)
 
     def reset_peak_memory_stats(self, device=None) -> None:
-        self._reset("reset_peak_memory_stats", device)
+        self._reset("reset_peak_memory_stats", _C.reset_payload_peak_memory_stats, device)
 
     def reset_accumulated_memory_stats(self, device=None) -> None:
-        self._reset("reset_accumulated_memory_stats", device)
+        self._reset(
+            "reset_accumulated_memory_stats", _C.reset_payload_accumulated_memory_stats, device
+        )
 
     def empty_cache(self) -> None:
         empty_cache = getattr(self._hooks, "empty_cache", None)
@@ -398,7 +403,30 @@ def _at_exit() -> None:
     threads, may no longer call into Python (kernels raise, payloads released there are
     leaked), and the calls running are waited for (see ``csrc/acc/Shutdown.h``). A device
     thread that asks for the GIL once the interpreter finalizes would abort the process."""
+    _drain_device_threads()
     _C.begin_exit(EXIT_TIMEOUT_S)
+
+
+def _drain_device_threads() -> None:
+    """Waits until autograd's device threads of this backend have finished what they were
+    running. A backward pass that raised on the calling thread returns while a device thread
+    still runs a kernel of that pass; when the kernel ends, the thread drops the pass and, with
+    it, nodes and tensors that hold Python objects (a Python ``autograd.Function``), which
+    torch releases by taking the GIL. Once the interpreter finalizes, that aborts the process.
+    A small backward pass through each device's thread returns only after the kernel running
+    there, so the pass it ends is released while Python is intact."""
+    if _setup_done is None:
+        return
+    name = _setup_done[0]
+    try:
+        for index in range(_C.device_count()):
+            leaf = torch.zeros((), device=f"{name}:{index}", requires_grad=True)
+            # Rooted on the CPU: the leaf's gradient is accumulated on the device's thread.
+            leaf.cpu().backward()
+    except Exception:  # noqa: BLE001
+        # A backend that cannot run this pass (no kernels registered yet, an error in
+        # them) has no backward of its own to drain; exit goes on.
+        return
 
 
 def _refuse_inductor(name: str) -> None:

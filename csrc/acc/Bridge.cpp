@@ -9,8 +9,10 @@
 #include <ATen/InferSize.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/TensorUtils.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/isclose.h>
 #include <ATen/ops/resolve_conj.h>
 #include <ATen/ops/resolve_neg.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -158,24 +160,17 @@ class PayloadFields {
     return toInts(getAttr(payload_, attrNames().shape), "payload.shape");
   }
 
-  // Whether the payload says what its shape, dtype and strides are (a tensor
-  // and a NumPy array always do; another object where it has the attribute).
-  bool hasShape() const {
-    return describesItself() || hasAttr(attrNames().shape);
-  }
-  bool hasDtype() const {
-    return describesItself() || hasAttr(attrNames().dtype);
-  }
-  bool hasStrides() const {
-    return describesItself() || hasAttr(attrNames().strides);
-  }
-
-  // How many elements the payload has, where it says so.
-  std::optional<int64_t> numel() const {
-    if (!hasShape()) {
+  // The payload's shape, or nullopt when it does not say (an object without
+  // a `shape`, or with None); a tensor and a NumPy array always say.
+  std::optional<c10::DimVector> maybeSizes() const {
+    if (describesItself()) {
+      return sizes();
+    }
+    const auto shape = maybeAttr(attrNames().shape);
+    if (!shape) {
       return std::nullopt;
     }
-    return c10::multiply_integers(sizes());
+    return toInts(*shape, "payload.shape");
   }
 
   c10::ScalarType dtype() const {
@@ -190,7 +185,28 @@ class PayloadFields {
     return scalarTypeOf(getAttr(payload_, attrNames().dtype));
   }
 
+  // The payload's dtype, or nullopt when it does not say.
+  std::optional<c10::ScalarType> maybeDtype() const {
+    if (describesItself()) {
+      return dtype();
+    }
+    const auto dtype = maybeAttr(attrNames().dtype);
+    if (!dtype) {
+      return std::nullopt;
+    }
+    return scalarTypeOf(*dtype);
+  }
+
+  // Strides in elements: the payload's own, else contiguous.
   c10::DimVector strides(c10::IntArrayRef sizes, c10::ScalarType dtype) const {
+    auto own = maybeStrides(sizes, dtype);
+    return own ? std::move(*own) : c10::contiguous_strides(sizes);
+  }
+
+  // The payload's strides in elements, or nullopt when it does not say.
+  std::optional<c10::DimVector> maybeStrides(
+      c10::IntArrayRef sizes,
+      c10::ScalarType dtype) const {
     if (tensor_ != nullptr) {
       return c10::DimVector(tensor_->strides());
     }
@@ -203,17 +219,12 @@ class PayloadFields {
           dtype);
     }
 #endif
-    PyObject* attr = PyObject_GetAttr(payload_.ptr(), attrNames().strides);
-    if (attr == nullptr) {
-      PyErr_Clear();
-      return c10::contiguous_strides(sizes);
-    }
-    const auto strides = py::reinterpret_steal<py::object>(attr);
-    if (strides.is_none()) {
-      return c10::contiguous_strides(sizes);
+    const auto strides = maybeAttr(attrNames().strides);
+    if (!strides) {
+      return std::nullopt;
     }
     return elementStrides(
-        toInts(strides, "payload.strides"), sizes.size(), dtype);
+        toInts(*strides, "payload.strides"), sizes.size(), dtype);
   }
 
  private:
@@ -226,15 +237,18 @@ class PayloadFields {
     return tensor_ != nullptr;
   }
 
-  bool hasAttr(PyObject* name) const {
+  // The attribute `name`, or nullopt when it is missing or None.
+  std::optional<py::object> maybeAttr(PyObject* name) const {
     PyObject* attr = PyObject_GetAttr(payload_.ptr(), name);
     if (attr == nullptr) {
       PyErr_Clear();
-      return false;
+      return std::nullopt;
     }
-    const bool present = attr != Py_None;
-    Py_DECREF(attr);
-    return present;
+    auto value = py::reinterpret_steal<py::object>(attr);
+    if (value.is_none()) {
+      return std::nullopt;
+    }
+    return value;
   }
 
   py::handle payload_;
@@ -476,6 +490,18 @@ std::string typeName(py::handle obj) {
   return module == "builtins" ? name : module + "." + name;
 }
 
+// Storage extent (in elements) a tensor's metadata reaches.
+int64_t extent(const at::Tensor& t) {
+  if (t.numel() == 0) {
+    return t.storage_offset();
+  }
+  int64_t last = t.storage_offset();
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    last += (t.size(d) - 1) * t.stride(d);
+  }
+  return last + 1;
+}
+
 // A tensor on `device` (meta, or the CPU filled with `fill`) with the metadata
 // of `t`:
 // what the operator's meta function is given in place of a tensor on the
@@ -614,12 +640,73 @@ std::optional<torch::jit::Stack> runMeta(
                               : std::make_optional(std::move(stack));
 }
 
+// What CPU does where the written tensor (argument `i`) and the input `k`
+// share some elements.
+enum class Overlap : uint8_t {
+  // CPU computes as if the input were read before anything is written (mm):
+  // a payload kernel, which computes from the inputs as they are, agrees.
+  kAllowed,
+  // CPU refuses (TensorIterator's operators).
+  kRefused,
+  // CPU computes, but its result depends on the order it writes (a
+  // reduction that clears its output first reads the cleared elements).
+  kOrderDependent,
+};
+
+// Asks CPU's kernel, on stand-ins with the same distinct values: once with
+// `out` and `in` on one buffer, laid out as on their payload, and once on
+// separate buffers. Refused where CPU cannot be asked (no CPU kernel, or a
+// different dtype, so that one buffer cannot stand for both).
+Overlap cpuOverlap(
+    const c10::OperatorHandle& op,
+    c10::ArrayRef<c10::IValue> inputs,
+    size_t i,
+    size_t k) {
+  const at::Tensor& out = inputs[i].toTensor();
+  const at::Tensor& in = inputs[k].toTensor();
+  if (in.scalar_type() != out.scalar_type()) {
+    return Overlap::kRefused;
+  }
+  const auto values = at::arange(std::max(extent(out), extent(in)), at::kLong)
+                          .remainder_(7)
+                          .add_(1)
+                          .to(out.scalar_type());
+  // The written elements after CPU's kernel ran, or nullopt where it raised.
+  const auto run = [&](bool shared) -> std::optional<at::Tensor> {
+    auto stack = standIns(inputs, c10::kCPU, 1);
+    const auto written = values.clone();
+    const auto read = shared ? written : values.clone();
+    const auto result =
+        written.as_strided(out.sizes(), out.strides(), out.storage_offset());
+    stack[i] = result;
+    stack[k] = read.as_strided(in.sizes(), in.strides(), in.storage_offset());
+    try {
+      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    return result;
+  };
+  const auto apart = run(false);
+  const auto together = run(true);
+  if (!apart || !together) {
+    return Overlap::kRefused;
+  }
+  const bool same = apart->is_floating_point() || apart->is_complex()
+      ? at::isclose(*apart, *together, 0, 0, /*equal_nan=*/true)
+            .all()
+            .item<bool>()
+      : apart->equal(*together);
+  return same ? Overlap::kAllowed : Overlap::kOrderDependent;
+}
+
 // CPU's rule for a written tensor (argument `i`) and an input on the same
 // payload (at::get_overlap_status): the same elements in the same layout are
-// fine, some of the same elements are an error. Layouts that are not dense
-// are not compared, as on CPU.
+// fine; some of the same elements are an error, unless CPU's kernel accepts
+// them and computes what a payload kernel computes (see Overlap). Layouts
+// that are not dense are not compared, as on CPU.
 void checkNoPartialOverlap(
-    const c10::FunctionSchema& schema,
+    const c10::OperatorHandle& op,
     c10::ArrayRef<c10::IValue> inputs,
     size_t i) {
   const at::Tensor& out = inputs[i].toTensor();
@@ -628,6 +715,7 @@ void checkNoPartialOverlap(
       !out.is_non_overlapping_and_dense()) {
     return;
   }
+  const auto& schema = op.schema();
   const auto& args = schema.arguments();
   for (size_t k = 0; k < inputs.size(); ++k) {
     const auto* alias = args[k].alias_info();
@@ -646,15 +734,26 @@ void checkNoPartialOverlap(
     const bool partial = (a == b && a_end == b_end)
         ? !out.strides().equals(in.strides())
         : a < b_end && b < a_end;
+    if (!partial) {
+      continue;
+    }
+    const auto cpu = cpuOverlap(op, inputs, i, k);
     TORCH_CHECK(
-        !partial,
+        cpu == Overlap::kAllowed,
         schema.name(),
         ": unsupported operation: some elements of the input tensor ('",
         args[k].name(),
         "') and the written-to tensor ('",
         args[i].name(),
-        "') refer to a single memory location. Please clone() the tensor "
-        "before performing the operation.");
+        "') refer to a single memory location",
+        cpu == Overlap::kOrderDependent
+            ? c10::str(
+                  " (CPU computes this, but its result depends on the order "
+                  "in which it writes them; the ",
+                  c10::get_privateuse1_backend(),
+                  " backend computes from the input as it was)")
+            : std::string(),
+        ". Please clone() the tensor before performing the operation.");
   }
 }
 
@@ -773,7 +872,7 @@ class PythonKernel final : public c10::OperatorKernel {
         continue;
       }
       if (args_[i].mutated && inputs[i].isTensor()) {
-        checkNoPartialOverlap(op_.schema(), inputs, i);
+        checkNoPartialOverlap(op_, inputs, i);
         if (!meta && sharesElements(inputs[i].toTensor())) {
           // Whether CPU refuses to write into it depends on the operator:
           // its meta function raises CPU's error where CPU does.
@@ -1270,30 +1369,6 @@ torch::CppFunction makeKernel(py::object fn, const c10::OperatorHandle& op) {
   return torch::CppFunction::makeFromBoxedFunctor(std::move(python));
 }
 
-// Elements a payload of this layout spans (the extent of its element space).
-int64_t layoutExtent(c10::IntArrayRef sizes, c10::IntArrayRef strides) {
-  int64_t last = 0;
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    if (sizes[d] == 0) {
-      return 0;
-    }
-    last += (sizes[d] - 1) * strides[d];
-  }
-  return last + 1;
-}
-
-// Storage extent (in elements) a tensor's metadata reaches.
-int64_t extent(const at::Tensor& t) {
-  if (t.numel() == 0) {
-    return t.storage_offset();
-  }
-  int64_t last = t.storage_offset();
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    last += (t.size(d) - 1) * t.stride(d);
-  }
-  return last + 1;
-}
-
 // A view of `base` on its payload. Like every view, it keeps the base's
 // conjugate and negative bits: they say how to read the shared data.
 at::Tensor viewOn(
@@ -1364,8 +1439,7 @@ void viewKernel(
 // extent.
 int64_t payloadExtent(const at::Tensor& t) {
   const auto& slot = *payloadImpl(t).slot();
-  return std::max(
-      extent(t), slot.object ? layoutExtent(slot.sizes, slot.strides) : 0);
+  return std::max(extent(t), slot.extent());
 }
 
 // The kernel of the in-place view operators (t_, transpose_, squeeze_,
@@ -1806,7 +1880,7 @@ void fallbackKernel(
     // CPU's argument checks before anything is written.
     for (size_t i = 0; i < n; ++i) {
       if (schema.arguments()[i].is_out() && inputs[i].isTensor()) {
-        checkNoPartialOverlap(schema, inputs, i);
+        checkNoPartialOverlap(op, inputs, i);
       }
     }
     runMeta(op, inputs);
@@ -1924,38 +1998,50 @@ at::Tensor wrap(
   // says must agree: a tensor reads its payload through this metadata, so a
   // dtype, shape or layout the payload does not have would read other memory
   // than the payload's.
+  // Each attribute is read once: for payloads that are neither tensors nor
+  // NumPy arrays, every read is a Python call.
+  auto own_sizes = fields.maybeSizes();
+  if (!own_sizes && !sizes) {
+    own_sizes = fields.sizes(); // Raises the missing attribute's error.
+  }
   c10::DimVector s;
-  if (sizes && !fields.hasShape()) {
-    s.assign(sizes->begin(), sizes->end());
-  } else {
-    s = fields.sizes();
+  if (own_sizes) {
+    s = std::move(*own_sizes);
     TORCH_CHECK_VALUE(
         !sizes || sizes->equals(s),
         "expected shape to be the payload's own shape ",
         c10::IntArrayRef(s),
         ", but got ",
         *sizes);
+  } else {
+    s.assign(sizes->begin(), sizes->end());
   }
+  const bool payload_has_shape = own_sizes.has_value();
   for (const auto size : s) {
     TORCH_CHECK_VALUE(
         size >= 0,
         "expected non-negative sizes, but got ",
         c10::IntArrayRef(s));
   }
+  auto own_dtype = fields.maybeDtype();
+  if (!own_dtype && !dtype) {
+    own_dtype = fields.dtype(); // Raises the missing attribute's error.
+  }
   c10::ScalarType st{};
-  if (dtype && !fields.hasDtype()) {
-    st = *dtype;
-  } else {
-    st = fields.dtype();
+  if (own_dtype) {
+    st = *own_dtype;
     TORCH_CHECK_VALUE(
         !dtype || *dtype == st,
         "expected dtype to be the payload's own dtype ",
         st,
         ", but got ",
         *dtype);
+  } else {
+    st = *dtype;
   }
+  auto own_strides = fields.maybeStrides(s, st);
   c10::DimVector st_strides;
-  if (strides && !fields.hasStrides()) {
+  if (strides && !own_strides) {
     st_strides.assign(strides->begin(), strides->end());
     TORCH_CHECK_VALUE(
         st_strides.size() == s.size(),
@@ -1970,7 +2056,8 @@ at::Tensor wrap(
           c10::IntArrayRef(st_strides));
     }
     // Within the payload's elements, where the payload says how many it has.
-    if (const auto numel = fields.numel()) {
+    if (payload_has_shape) {
+      const auto numel = c10::multiply_integers(s);
       int64_t last = 0;
       bool empty = false;
       for (size_t d = 0; d < s.size(); ++d) {
@@ -1978,18 +2065,19 @@ at::Tensor wrap(
         last += (s[d] - 1) * st_strides[d];
       }
       TORCH_CHECK_VALUE(
-          empty || last < *numel,
+          empty || last < numel,
           "expected strides ",
           c10::IntArrayRef(st_strides),
           " for shape ",
           c10::IntArrayRef(s),
           " to stay within the payload's ",
-          *numel,
+          numel,
           " elements, but they reach element ",
           last);
     }
   } else {
-    st_strides = fields.strides(s, st);
+    st_strides =
+        own_strides ? std::move(*own_strides) : c10::contiguous_strides(s);
     TORCH_CHECK_VALUE(
         !strides || strides->equals(st_strides),
         "expected strides to be the payload's own strides ",
@@ -1997,8 +2085,8 @@ at::Tensor wrap(
         " (in elements), but got ",
         *strides);
   }
-  auto slot = c10::make_intrusive<PayloadSlot>();
-  slot->bind(payload, s, st_strides);
+  auto slot = c10::make_intrusive<PayloadSlot>(device_index);
+  slot->bind(payload, s, st_strides, st);
   return makePayloadTensor(std::move(slot), st, device_index, s, st_strides, 0);
 }
 
@@ -2048,7 +2136,7 @@ void writeInto(const at::Tensor& tensor, py::handle value) {
       impl.isWholePayload() ? "" : " (a view)",
       "; copy_into must write into the payload it is given, or return one "
       "laid out as it is");
-  slot.bind(result, slot.sizes, slot.strides);
+  slot.bind(result, slot.sizes, slot.strides, dtype);
 }
 
 } // namespace
@@ -2070,7 +2158,7 @@ void rebind(const at::Tensor& tensor, py::handle result) {
   auto& slot = *impl.slot();
   if (!slot.object || impl.slot().use_count() == 1) {
     // No other tensor reads this payload: the result replaces it.
-    slot.bind(result, sizes, strides);
+    slot.bind(result, sizes, strides, dtype);
     impl.set_sizes_and_strides(sizes, strides, 0);
     return;
   }
@@ -2078,7 +2166,7 @@ void rebind(const at::Tensor& tensor, py::handle result) {
       c10::IntArrayRef(strides).equals(slot.strides)) {
     // Laid out as the payload it replaces: every alias and view reads the
     // same elements of it.
-    slot.bind(result, sizes, strides);
+    slot.bind(result, sizes, strides, dtype);
     return;
   }
   // Shared with aliases or views, which must see the change as on CPU: the
@@ -2098,7 +2186,8 @@ void bindPayload(const at::Tensor& tensor, py::handle payload) {
         "expected a tensor at storage offset 0 to set the payload of, but "
         "got offset ",
         tensor.storage_offset());
-    impl.slot()->bind(payload, tensor.sizes(), tensor.strides());
+    impl.slot()->bind(
+        payload, tensor.sizes(), tensor.strides(), tensor.scalar_type());
     return;
   }
   rebind(tensor, payload);
@@ -2128,8 +2217,7 @@ void resizePayloadTensor(
       ? 0
       : tensor.storage_offset() + layoutExtent(sizes, strides);
   auto& slot = *impl.slot();
-  const auto available =
-      slot.object ? layoutExtent(slot.sizes, slot.strides) : 0;
+  const auto available = slot.extent();
   if (needed > available) {
     // A larger payload for every tensor on the slot, with the elements of the
     // old one where they were (as CPU's storage grows, keeping its bytes).
@@ -2146,7 +2234,7 @@ void resizePayloadTensor(
     }
     const auto& fresh = *payloadImpl(grown).slot();
     const GilForCall gil; // resize_ reaches this without the GIL
-    slot.bind(fresh.get(), fresh.sizes, fresh.strides);
+    slot.bind(fresh.get(), fresh.sizes, fresh.strides, tensor.scalar_type());
   }
   impl.set_sizes_and_strides(sizes, strides, tensor.storage_offset());
 }

@@ -26,7 +26,7 @@ at::Tensor createEmptyTensor(
   auto tensor = at::detail::make_tensor<PayloadTensorImpl>(
       std::move(storage),
       c10::scalarTypeToTypeMeta(dtype),
-      c10::make_intrusive<PayloadSlot>());
+      c10::make_intrusive<PayloadSlot>(device.index()));
   tensor.unsafeGetTensorImpl()->set_sizes_contiguous(shape);
   return tensor;
 }

@@ -2,6 +2,7 @@
 
 #include <torch/csrc/acc/DeviceGuard.h>
 #include <torch/csrc/acc/Generator.h>
+#include <torch/csrc/acc/PayloadTensor.h>
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -228,8 +229,9 @@ c10::Allocator* Hooks::getPinnedMemoryAllocator() const {
 #if TORCH_ACC_HAVE_DEVICE_ALLOCATOR
 void Hooks::resetMemoryStats(Method method, c10::DeviceIndex device_index)
     const {
+  const auto index = checkedIndex(device_index);
   if (py_.has(method)) {
-    py_.call(method, static_cast<int>(checkedIndex(device_index)));
+    py_.call(method, static_cast<int>(index));
     return;
   }
   TORCH_CHECK(
@@ -238,15 +240,23 @@ void Hooks::resetMemoryStats(Method method, c10::DeviceIndex device_index)
       " defines memory_stats() but no ",
       py_.name(method),
       "(device_index)");
+  if (method == kResetPeakMemoryStats) {
+    resetPayloadPeakMemoryStats(index);
+  } else {
+    resetPayloadAccumulatedMemoryStats(index);
+  }
 }
 
 c10::CachingDeviceAllocator::DeviceStats Hooks::memoryStats(
     c10::DeviceIndex device_index) const {
   c10::CachingDeviceAllocator::DeviceStats stats;
+  const auto index = checkedIndex(device_index);
   if (!py_.has(kMemoryStats)) {
+    for (const auto& [name, value] : payloadMemoryFigures(index)) {
+      statistic(stats, name, "the payload figures") = value;
+    }
     return stats;
   }
-  const auto index = checkedIndex(device_index);
   const GilForCall gil;
   const auto figures = py_.callAs<std::unordered_map<std::string, int64_t>>(
       kMemoryStats, "a dict of str to int", static_cast<int>(index));

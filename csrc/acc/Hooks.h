@@ -40,8 +40,8 @@ struct PythonHooks {
 // `memory_stats(device_index)` returns a dict of torch's flat statistic names
 // ("allocated_bytes.all.current": bytes, ...), with `reset_peak_memory_stats`,
 // `reset_accumulated_memory_stats`, `empty_cache` and `mem_get_info` beside
-// it. A backend that defines none reports zeros: its data lives in Python
-// objects that no allocator of ours counts, and nothing is cached.
+// it. A backend that defines none reports the bytes of its live payloads
+// (payloadMemoryStats), and its resets reset those figures.
 class Hooks final : public at::PrivateUse1HooksInterface {
  public:
   enum Method : size_t {

@@ -346,7 +346,7 @@ void initBindings(PyObject* module) {
       py::arg("tensor"),
       py::arg("payload"),
       "Binds the device data of a payload tensor made without one (laid out "
-      "as the tensor is), or replaces it as rebind() does.");
+      "as the tensor is), or replaces it as an in-place result replaces it.");
 
   m.def(
       "storage_token",
@@ -370,19 +370,43 @@ void initBindings(PyObject* module) {
   m.def(
       "payload_nbytes",
       [](const at::Tensor& tensor) {
-        const auto& slot = *payloadImpl(tensor).slot();
-        int64_t extent = 1;
-        for (size_t d = 0; d < slot.sizes.size(); ++d) {
-          if (slot.sizes[d] == 0) {
-            extent = 0;
-            break;
-          }
-          extent += (slot.sizes[d] - 1) * slot.strides[d];
-        }
-        return extent * static_cast<int64_t>(tensor.element_size());
+        return payloadImpl(tensor).slot()->nbytes();
       },
       py::arg("tensor"),
-      "Bytes the payload of `tensor` spans, by its own layout.");
+      "Bytes the payload of `tensor` spans, by its own layout and dtype (0 "
+      "while it has none).");
+
+  m.def(
+      "payload_memory_stats",
+      [](int64_t device_index) {
+        py::dict stats;
+        for (const auto& [name, value] :
+             payloadMemoryFigures(checkDeviceIndex(device_index))) {
+          stats[py::str(name)] = value;
+        }
+        return stats;
+      },
+      py::arg("device_index"),
+      "The memory figures of the live payloads on device `device_index`, by "
+      "torch's statistic names (allocated_bytes.all.current...).");
+
+  m.def(
+      "reset_payload_peak_memory_stats",
+      [](int64_t device_index) {
+        resetPayloadPeakMemoryStats(checkDeviceIndex(device_index));
+      },
+      py::arg("device_index"),
+      "Makes the peak payload figures of device `device_index` the current "
+      "ones.");
+
+  m.def(
+      "reset_payload_accumulated_memory_stats",
+      [](int64_t device_index) {
+        resetPayloadAccumulatedMemoryStats(checkDeviceIndex(device_index));
+      },
+      py::arg("device_index"),
+      "Starts the allocated and freed payload totals of device "
+      "`device_index` again from zero.");
 
   m.def(
       "is_payload_tensor",
@@ -392,16 +416,6 @@ void initBindings(PyObject* module) {
       },
       py::arg("tensor"),
       "Whether `tensor` is a storage-less payload tensor.");
-
-  m.def(
-      "rebind",
-      [](const at::Tensor& tensor, const py::object& payload) {
-        rebind(tensor, payload);
-      },
-      py::arg("tensor"),
-      py::arg("payload"),
-      "Binds `payload` to `tensor`, which takes the payload's shape and "
-      "strides (for in-place and out= results).");
 
   m.def(
       "register_kernel",

@@ -5,21 +5,175 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
 
+#include <array>
+#include <atomic>
+#include <limits>
 #include <typeinfo>
 
 namespace torch::acc {
 
+int64_t layoutExtent(c10::IntArrayRef sizes, c10::IntArrayRef strides) {
+  int64_t last = 0;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 0) {
+      return 0;
+    }
+    last += (sizes[d] - 1) * strides[d];
+  }
+  return last + 1;
+}
+
+namespace {
+
+// The memory figures of one device, updated without a lock by whichever
+// thread binds or drops a payload.
+struct MemoryCounters {
+  std::atomic<int64_t> bytes{0};
+  std::atomic<int64_t> peak_bytes{0};
+  std::atomic<int64_t> allocated_bytes{0};
+  std::atomic<int64_t> freed_bytes{0};
+  std::atomic<int64_t> count{0};
+  std::atomic<int64_t> peak_count{0};
+  std::atomic<int64_t> allocated_count{0};
+  std::atomic<int64_t> freed_count{0};
+};
+
+void raisePeak(std::atomic<int64_t>& peak, int64_t value) {
+  auto seen = peak.load(std::memory_order_relaxed);
+  while (seen < value &&
+         !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
+  }
+}
+
+// The counters of every possible device index; nullptr for an index no
+// device has.
+MemoryCounters* memoryCounters(c10::DeviceIndex device) {
+  constexpr auto kDevices =
+      static_cast<size_t>(std::numeric_limits<c10::DeviceIndex>::max()) + 1;
+  // Never destroyed: slots die during static destruction too.
+  static auto* counters = new std::array<MemoryCounters, kDevices>();
+  return device >= 0 ? &(*counters)[static_cast<size_t>(device)] : nullptr;
+}
+
+void countAllocation(c10::DeviceIndex device, int64_t nbytes) {
+  auto* c = memoryCounters(device);
+  if (c == nullptr) {
+    return;
+  }
+  constexpr auto relaxed = std::memory_order_relaxed;
+  raisePeak(c->peak_bytes, c->bytes.fetch_add(nbytes, relaxed) + nbytes);
+  raisePeak(c->peak_count, c->count.fetch_add(1, relaxed) + 1);
+  c->allocated_bytes.fetch_add(nbytes, relaxed);
+  c->allocated_count.fetch_add(1, relaxed);
+}
+
+void countRelease(c10::DeviceIndex device, int64_t nbytes) {
+  auto* c = memoryCounters(device);
+  if (c == nullptr) {
+    return;
+  }
+  constexpr auto relaxed = std::memory_order_relaxed;
+  c->bytes.fetch_sub(nbytes, relaxed);
+  c->count.fetch_sub(1, relaxed);
+  c->freed_bytes.fetch_add(nbytes, relaxed);
+  c->freed_count.fetch_add(1, relaxed);
+}
+
+} // namespace
+
+PayloadSlot::~PayloadSlot() {
+  if (object) {
+    countRelease(device_, nbytes_);
+  }
+}
+
 void PayloadSlot::bind(
     py::handle payload,
     c10::IntArrayRef new_sizes,
-    c10::IntArrayRef new_strides) {
+    c10::IntArrayRef new_strides,
+    c10::ScalarType dtype) {
+  if (object) {
+    countRelease(device_, nbytes_);
+  }
   object = OwnedPyObject(payload);
-  sizes.assign(new_sizes.begin(), new_sizes.end());
-  strides.assign(new_strides.begin(), new_strides.end());
+  if (new_sizes.data() != sizes.data()) { // Not a rebind in place.
+    sizes.assign(new_sizes.begin(), new_sizes.end());
+    strides.assign(new_strides.begin(), new_strides.end());
+  }
+  nbytes_ = layoutExtent(sizes, strides) *
+      static_cast<int64_t>(c10::elementSize(dtype));
+  countAllocation(device_, nbytes_);
 }
 
 py::object PayloadSlot::get() const {
   return object.get();
+}
+
+PayloadMemoryStats payloadMemoryStats(c10::DeviceIndex device) {
+  PayloadMemoryStats stats;
+  if (const auto* c = memoryCounters(device)) {
+    stats.bytes = c->bytes.load();
+    stats.peak_bytes = c->peak_bytes.load();
+    stats.allocated_bytes = c->allocated_bytes.load();
+    stats.freed_bytes = c->freed_bytes.load();
+    stats.count = c->count.load();
+    stats.peak_count = c->peak_count.load();
+    stats.allocated_count = c->allocated_count.load();
+    stats.freed_count = c->freed_count.load();
+  }
+  return stats;
+}
+
+std::vector<std::pair<std::string, int64_t>> payloadMemoryFigures(
+    c10::DeviceIndex device) {
+  const auto stats = payloadMemoryStats(device);
+  std::vector<std::pair<std::string, int64_t>> figures;
+  const auto add = [&](const char* name,
+                       int64_t current,
+                       int64_t peak,
+                       int64_t allocated,
+                       int64_t freed) {
+    const std::string prefix = c10::str(name, ".all.");
+    figures.emplace_back(prefix + "current", current);
+    figures.emplace_back(prefix + "peak", peak);
+    figures.emplace_back(prefix + "allocated", allocated);
+    figures.emplace_back(prefix + "freed", freed);
+  };
+  for (const char* name :
+       {"allocated_bytes",
+        "reserved_bytes",
+        "active_bytes",
+        "requested_bytes"}) {
+    add(name,
+        stats.bytes,
+        stats.peak_bytes,
+        stats.allocated_bytes,
+        stats.freed_bytes);
+  }
+  for (const char* name : {"allocation", "active", "segment"}) {
+    add(name,
+        stats.count,
+        stats.peak_count,
+        stats.allocated_count,
+        stats.freed_count);
+  }
+  return figures;
+}
+
+void resetPayloadPeakMemoryStats(c10::DeviceIndex device) {
+  if (auto* c = memoryCounters(device)) {
+    c->peak_bytes = c->bytes.load();
+    c->peak_count = c->count.load();
+  }
+}
+
+void resetPayloadAccumulatedMemoryStats(c10::DeviceIndex device) {
+  if (auto* c = memoryCounters(device)) {
+    c->allocated_bytes = 0;
+    c->freed_bytes = 0;
+    c->allocated_count = 0;
+    c->freed_count = 0;
+  }
 }
 
 namespace {
@@ -133,8 +287,8 @@ using AllocatorBase = c10::Allocator;
 #endif
 
 // It is also the device allocator that torch.accelerator's memory functions
-// ask: its figures are the backend's own, from the hooks (zeros when the
-// backend reports none).
+// ask: its figures are those of the hooks (the backend's own, or else its
+// live payloads').
 class PayloadAllocator final : public AllocatorBase {
  public:
   c10::DataPtr allocate(size_t n) override {

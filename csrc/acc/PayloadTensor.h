@@ -5,16 +5,29 @@
 #include <torch/csrc/acc/Shutdown.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace torch::acc {
 
 namespace py = pybind11;
+
+// Elements a payload of this layout spans (the extent of its element space).
+int64_t layoutExtent(c10::IntArrayRef sizes, c10::IntArrayRef strides);
 
 // The device data of PrivateUse1 payload tensors: any Python object (a NumPy
 // array, a JAX array, a handle to remote memory...), with the layout the
 // object itself has. A tensor and its views and detached copies share one
 // slot, the way CPU tensors share a storage: rebinding the payload of one is
 // seen by all of them.
+//
+// A slot counts the bytes of its payload in its device's memory figures
+// (payloadMemoryStats) while the payload is bound.
 struct PayloadSlot final : c10::intrusive_ptr_target {
+  explicit PayloadSlot(c10::DeviceIndex device) : device_(device) {}
+  ~PayloadSlot() override;
+
   // Empty until a payload is bound. Set and read with the GIL held; released
   // on whichever thread drops the last tensor (see Shutdown.h).
   OwnedPyObject object;
@@ -30,13 +43,54 @@ struct PayloadSlot final : c10::intrusive_ptr_target {
   // first request.
   OwnedPyObject storage_token;
 
-  // Binds `payload` (a new reference is taken) with the given layout.
+  // Binds `payload` (a new reference is taken), of `dtype` with the given
+  // layout.
   void bind(
       py::handle payload,
       c10::IntArrayRef sizes,
-      c10::IntArrayRef strides);
+      c10::IntArrayRef strides,
+      c10::ScalarType dtype);
   py::object get() const;
+
+  // Elements the bound payload spans by its own layout (0 while none is).
+  int64_t extent() const {
+    return object ? layoutExtent(sizes, strides) : 0;
+  }
+  // Bytes the bound payload spans by its own layout (0 while none is).
+  int64_t nbytes() const {
+    return nbytes_;
+  }
+
+ private:
+  c10::DeviceIndex device_;
+  int64_t nbytes_ = 0;
 };
+
+// The memory figures of a device's payloads: the bytes of the payloads bound
+// to live slots (each counted by its own layout's extent), and how many there
+// are, as an allocator counts its allocations. A payload that shares memory
+// with another (a NumPy view a kernel returned) counts in full.
+struct PayloadMemoryStats {
+  int64_t bytes = 0;
+  int64_t peak_bytes = 0;
+  int64_t allocated_bytes = 0; // Since the last accumulated reset.
+  int64_t freed_bytes = 0;
+  int64_t count = 0;
+  int64_t peak_count = 0;
+  int64_t allocated_count = 0;
+  int64_t freed_count = 0;
+};
+
+PayloadMemoryStats payloadMemoryStats(c10::DeviceIndex device);
+// The figures by torch's flat statistic names ("allocated_bytes.all.current",
+// ...), as torch.cuda.memory_stats() names them. Nothing is cached, so the
+// reserved and active figures are the allocated ones.
+std::vector<std::pair<std::string, int64_t>> payloadMemoryFigures(
+    c10::DeviceIndex device);
+// Peaks become the current figures.
+void resetPayloadPeakMemoryStats(c10::DeviceIndex device);
+// The allocated and freed totals start again from zero.
+void resetPayloadAccumulatedMemoryStats(c10::DeviceIndex device);
 
 // A PrivateUse1 TensorImpl whose device data is a payload slot.
 class PayloadTensorImpl final : public c10::TensorImpl {

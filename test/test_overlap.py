@@ -1,0 +1,122 @@
+# Owner(s): ["module: PrivateUse1"]
+"""Writes into a tensor that shares elements with an input: CPU's answer or CPU's error.
+
+TensorIterator's operators refuse a partial overlap between the written tensor and an input;
+mm accepts it and computes as if the inputs were read first, as a payload kernel does; a
+reduction accepts it but clears its output first, so that its result depends on the order it
+writes: the device refuses that one, with an error that says why. The bridge asks CPU's
+kernel, on stand-ins that overlap as the payloads do, which applies.
+"""
+
+import torch
+from torch.testing._internal.common_utils import run_tests, TestCase
+
+from torch_acc.backends import numpy as npy_backend
+
+npy_backend.setup()
+
+OVERLAP = "some elements of the input tensor .* refer to a single memory location"
+ORDER = OVERLAP + r" \(CPU computes this, but its result depends on the order"
+
+ALLOWED, REFUSED, ORDER_DEPENDENT = "allowed", "refused", "order-dependent"
+
+
+def _sum_partial(dev):
+    x = torch.arange(12.0, device=dev).reshape(3, 4)
+    return x, lambda: torch.sum(x, 0, out=x[0])
+
+
+def _sum_full(dev):
+    x = torch.arange(12.0, device=dev).reshape(3, 4)
+    return x, lambda: torch.sum(x, 0, keepdim=True, out=x[:1])
+
+
+def _mm_into_self(dev):
+    a = torch.arange(4.0, device=dev).reshape(2, 2)
+    return a, lambda: torch.mm(a, a, out=a)
+
+
+def _mm_into_other(dev):
+    a = torch.arange(4.0, device=dev).reshape(2, 2)
+    b = torch.ones(2, 2, device=dev)
+    return b, lambda: torch.mm(a, b, out=b)
+
+
+def _mm_partial(dev):
+    a = torch.arange(8.0, device=dev)
+    ones = torch.ones(2, 2, device=dev)
+    return a, lambda: torch.mm(a[:4].view(2, 2), ones, out=a[2:6].view(2, 2))
+
+
+def _mm_into_transpose(dev):
+    a = torch.arange(4.0, device=dev).reshape(2, 2)
+    ones = torch.ones(2, 2, device=dev)
+    return a, lambda: torch.mm(a, ones, out=a.t())
+
+
+def _add_partial(dev):
+    x = torch.arange(6.0, device=dev)
+    return x, lambda: torch.add(x[:4], 1, out=x[2:])
+
+
+def _add_full(dev):
+    x = torch.arange(6.0, device=dev)
+    return x, lambda: torch.add(x, 1, out=x)
+
+
+def _add_transposed(dev):
+    x = torch.arange(4.0, device=dev).reshape(2, 2)
+    return x, lambda: torch.add(x, 1, out=x.t())
+
+
+def _mul_inplace_partial(dev):
+    x = torch.arange(6.0, device=dev)
+    return x, lambda: x[:4].mul_(x[2:])
+
+
+def _mul_inplace_self(dev):
+    x = torch.arange(6.0, device=dev)
+    return x, lambda: x.mul_(x)
+
+
+CASES = {
+    "sum.out partial": (_sum_partial, ORDER_DEPENDENT),
+    "sum.out full": (_sum_full, ORDER_DEPENDENT),
+    "mm.out into self": (_mm_into_self, ALLOWED),
+    "mm.out into other": (_mm_into_other, ALLOWED),
+    "mm.out partial": (_mm_partial, ALLOWED),
+    "mm.out into a transpose": (_mm_into_transpose, ALLOWED),
+    "add.out partial": (_add_partial, REFUSED),
+    "add.out full": (_add_full, ALLOWED),
+    "add.out into a transpose": (_add_transposed, REFUSED),
+    "mul_ partial": (_mul_inplace_partial, REFUSED),
+    "mul_ self": (_mul_inplace_self, ALLOWED),
+}
+
+
+class TestOverlap(TestCase):
+    def test_cpu_answer_or_a_clear_error(self):
+        for name, (case, kind) in CASES.items():
+            with self.subTest(name):
+                cpu_base, cpu_call = case("cpu")
+                npy_base, npy_call = case("npy")
+                if kind == ALLOWED:
+                    expected = cpu_call()
+                    self.assertEqual(npy_call().cpu(), expected)
+                    self.assertEqual(npy_base.cpu(), cpu_base)
+                    continue
+                if kind == REFUSED:
+                    with self.assertRaisesRegex(RuntimeError, OVERLAP):
+                        cpu_call()
+                else:
+                    cpu_call()
+                with self.assertRaisesRegex(
+                    RuntimeError, ORDER if kind == ORDER_DEPENDENT else OVERLAP
+                ):
+                    npy_call()
+                # Nothing was written before the error.
+                self.assertEqual(npy_base.cpu(), case("cpu")[0])
+
+
+if __name__ == "__main__":
+    run_tests()
