@@ -383,6 +383,31 @@ class TestEdgeValues(CornersTestCase):
         for f in cases:
             self.assertSameAsCpu(f, strides=True)
 
+    def test_strides_of_mixed_layout_results(self):
+        """Every stride (size-one dimensions' too, which views of the result keep) is CPU's
+        TensorIterator's: its fast setups and its order of dimensions for broadcasts of
+        permuted, expanded and zero-dimensional operands (fuzz seed 84)."""
+
+        def t(d):
+            return torch.arange(6.0, dtype=torch.float64, device=d).view(2, 3).t().unsqueeze(0)
+
+        def cl(d):
+            return torch.ones(1, 3, 1, 3, device=d).to(memory_format=torch.channels_last)
+
+        cases = [
+            lambda d: torch.floor_divide(torch.tensor(-1, device=d), t(d)),
+            lambda d: t(d) + 1,
+            lambda d: t(d) * torch.ones(2, device=d),
+            lambda d: torch.ones(1, 3, device=d) + torch.tensor(2.0, device=d),
+            lambda d: torch.ones(3, 1, device=d).expand(3, 2) - t(d)[0].float(),
+            lambda d: cl(d) + cl(d),
+            lambda d: cl(d).neg(),
+            lambda d: torch.where(t(d) > 2, t(d), 0.0),
+            lambda d: t(d).clamp(1, 4),
+        ]
+        for f in cases:
+            self.assertSameAsCpu(f, strides=True)
+
     def test_complex_views_of_offset_tensors(self):
         for view in (lambda t: t.real, lambda t: t.imag, torch.view_as_real):
             z = torch.arange(6.0).to(torch.complex64).to("npy")
