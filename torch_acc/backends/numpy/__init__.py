@@ -88,6 +88,7 @@ def setup() -> str:
             if not _compat.aten_op_removed(name):
                 library.impl(name, kernel)
         _training.register_storage_kernels()
+        _shape.register_view_kernels()
         _registered = True
     return DEVICE
 

@@ -100,8 +100,8 @@ def checked_scalar(value, dtype: np.dtype):
     """A Python number as a 0-d array of ``dtype``, refused as c10's ``checked_convert``
     refuses it (``fill_``, ``masked_fill``, ``index_fill``, ``full``): an integer or finite
     float out of the dtype's range, nan or inf for an integer dtype, a complex number with an
-    imaginary part for a real dtype. Negative integers wrap into unsigned dtypes (``-3`` is
-    253 in uint8) down to ``-max``, as there."""
+    imaginary part for a real dtype. Negative integers (not floats) wrap into unsigned dtypes
+    (``-3`` is 253 in uint8) down to ``-max``, as there."""
     if dtype.kind in "bc":
         return np.asarray(value).astype(dtype)
     if isinstance(value, complex):
@@ -111,7 +111,9 @@ def checked_scalar(value, dtype: np.dtype):
         value = value.real
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
-        low = -int(info.max) if dtype.kind == "u" else int(info.min)
+        # Only integers wrap into unsigned dtypes: a float below 0 overflows (c10::overflows).
+        wraps = dtype.kind == "u" and not isinstance(value, float)
+        low = -int(info.max) if wraps else int(info.min)
         if not (math.isfinite(value) and low <= value <= info.max):
             raise RuntimeError(
                 f"value cannot be converted to type {_C10_NAMES[dtype]} without overflow"
