@@ -1117,7 +1117,134 @@ def _threshold_backward(grad, self, threshold):
     return np.where(keep, grad, np.zeros((), grad.dtype))
 
 
+# --- segment_reduce, fractional max pooling, CTC loss ------------------------------------------
+
+
+_SEGMENT_INITIAL = {"sum": 0.0, "mean": 0.0, "max": -math.inf, "min": math.inf, "prod": 1.0}
+
+
+def _segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0,
+                    unsafe=False, initial=None):
+    op = "segment_reduce()"
+    if reduce not in _SEGMENT_INITIAL:
+        raise RuntimeError(f"{op}: reduce argument must be either sum, mean, max, min or prod, "
+                           f"got {reduce}")
+    if indices is not None:
+        raise RuntimeError(f"{op}: indices based reduction is not supported yet.")
+    if lengths is None and offsets is None:
+        raise RuntimeError(f"{op}: Either lengths or offsets must be defined.")
+    dtype, cdt = _compute_dtype("segment_reduce", data)
+    axis = axis % max(data.ndim, 1)
+    if lengths is None:
+        if offsets.ndim != axis + 1:
+            raise RuntimeError(f"{op}: Expected all rows of offsets along axis to be defined")
+        lengths = np.diff(offsets, axis=-1)
+    if lengths.ndim != axis + 1:
+        raise RuntimeError(f"{op}: Expected lengths to have {axis + 1} dimensions")
+    if not unsafe:
+        if (lengths < 0).any():
+            raise RuntimeError(f"{op}: lengths contains negative value!")
+        if (lengths.sum(axis=-1) != data.shape[axis]).any():
+            raise RuntimeError(
+                f"{op}: Expected all rows of lengths along axis to sum to "
+                f"data.size(lengths.dim()-1) when !unsafe."
+            )
+    x = _f(data, cdt)
+    start = 0.0 if initial is None else float(initial)
+    out = np.empty(lengths.shape + data.shape[axis + 1:], cdt)
+    ends = np.cumsum(lengths, axis=-1)
+    for prefix in np.ndindex(lengths.shape[:-1]):
+        for s, (n, end) in enumerate(zip(lengths[prefix], ends[prefix], strict=True)):
+            seg = x[prefix + (slice(int(end - n), int(end)),)]
+            first = np.full(seg.shape[1:], _SEGMENT_INITIAL[reduce] if initial is None else start,
+                            cdt)
+            if reduce in ("sum", "mean"):
+                r = first + seg.sum(axis=0)
+                if reduce == "mean":
+                    r = r / n if n else (np.full_like(r, np.nan) if initial is None else r)
+            elif reduce == "prod":
+                r = first * seg.prod(axis=0)
+            else:
+                f = np.fmax if reduce == "max" else np.fmin
+                r = f.reduce(np.concatenate([first[None], seg]), axis=0)
+                r = np.where(np.isnan(seg).any(axis=0), np.nan, r) if n else r
+            out[prefix + (s,)] = r
+    return _out(out, dtype)
+
+
+def _fractional_intervals(sample, size, out, pool, cdt):
+    """CPU's ``generate_intervals``, in its arithmetic (the input's float dtype)."""
+    seq = np.zeros(out, np.int64)
+    if out > 1:
+        sample = cdt.type(sample)
+        alpha = cdt.type(size - pool) / cdt.type(out - 1)
+        i = np.arange(out, dtype=cdt)
+        seq = ((i + sample) * alpha).astype(np.int64) - np.int64(sample * alpha)
+    if out > 0:
+        seq[-1] = size - pool
+    return seq
+
+
+def _fractional_max_pool(d):
+    name = f"fractional_max_pool{d}d"
+    # The sample each spatial dimension uses: (W, H) in 2-d, (T, H, W) in 3-d.
+    which = (1, 0) if d == 2 else (0, 1, 2)
+
+    def kernel(self, kernel_size, output_size, random_samples):
+        dtype, cdt = _compute_dtype(name, self)
+        x = self if self.ndim == d + 2 else self[None]
+        sizes = x.shape[2:]
+        for k, (n, pool, out) in enumerate(zip(sizes, kernel_size, output_size, strict=True)):
+            if out + pool - 1 > n:
+                raise RuntimeError(
+                    f"{name}(): pool size {pool} too large relative to input size {n} "
+                    f"in dimension {k} (output size {out})"
+                )
+        out = np.empty(x.shape[:2] + tuple(output_size), dtype)
+        indices = np.empty(out.shape, np.int64)
+        window = int(np.prod(kernel_size))
+        strides = np.cumprod((1,) + sizes[:0:-1])[::-1]
+        samples = np.asarray(random_samples, cdt)
+        for n, c in np.ndindex(x.shape[:2]):
+            starts = [_fractional_intervals(samples[n, c, which[k]], sizes[k], output_size[k],
+                                            kernel_size[k], cdt) for k in range(d)]
+            wins = np.lib.stride_tricks.sliding_window_view(_f(x[n, c], cdt), kernel_size)
+            wins = wins[np.ix_(*starts)].reshape(tuple(output_size) + (window,))
+            nan = np.isnan(wins)
+            best = np.where(nan.any(-1), window - 1 - np.argmax(nan[..., ::-1], -1),
+                            np.argmax(np.where(nan, -np.inf, wins), -1))
+            offsets = np.unravel_index(best, kernel_size)
+            grid = np.meshgrid(*starts, indexing="ij")
+            where = [g + o for g, o in zip(grid, offsets, strict=True)]
+            out[n, c] = x[n, c][tuple(where)]
+            indices[n, c] = sum(w * s for w, s in zip(where, strides, strict=True))
+        if self.ndim != d + 2:
+            out, indices = out[0], indices[0]
+        return out, indices
+
+    kernel.__name__ = name
+    return kernel
+
+
+def _fractional_max_pool_backward(d):
+    def kernel(grad_output, self, kernel_size, output_size, indices):
+        dtype, cdt = _compute_dtype(f"fractional_max_pool{d}d_backward", self)
+        planes = int(np.prod(self.shape[:-d]))
+        n = int(np.prod(self.shape[-d:]))
+        grad = np.zeros((planes, n), cdt)
+        g = _f(grad_output, cdt).reshape(planes, -1)
+        np.add.at(grad, (np.arange(planes)[:, None], indices.reshape(planes, -1)), g)
+        return _out(grad.reshape(self.shape), dtype)
+
+    return kernel
+
+
 KERNELS = {
+    "fractional_max_pool2d": _fractional_max_pool(2),
+    "fractional_max_pool3d": _fractional_max_pool(3),
+    "fractional_max_pool2d_backward": _fractional_max_pool_backward(2),
+    "fractional_max_pool3d_backward": _fractional_max_pool_backward(3),
+    "segment_reduce": _segment_reduce,
     "relu": _relu,
     "threshold_backward": _threshold_backward,
     "convolution": _convolution,
