@@ -1239,7 +1239,83 @@ def _fractional_max_pool_backward(d):
     return kernel
 
 
+def _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
+    """CPU's forward (``ctc_loss_cpu_template``): the log-alpha recursion over time, in the
+    input's dtype, per batch element; returns (negative log likelihood, log alpha)."""
+    dtype, cdt = _compute_dtype("ctc_loss", log_probs)
+    batched = log_probs.ndim == 3
+    lp = _f(log_probs if batched else log_probs[:, None], cdt)
+    n_t, batch, n_c = lp.shape
+    input_lengths = [int(n) for n in np.reshape(input_lengths, -1)]
+    target_lengths = [int(n) for n in np.reshape(target_lengths, -1)]
+    if not 0 <= blank < n_c:
+        raise RuntimeError("ctc_loss: blank must be in label range")
+    if len(input_lengths) != batch or len(target_lengths) != batch:
+        raise RuntimeError(
+            f"ctc_loss: input_lengths and target_lengths must be of size batch_size {batch}"
+        )
+    flat = targets.ndim == 1 or not batched
+    if flat and batched:
+        starts = np.concatenate([[0], np.cumsum(target_lengths)[:-1]]).astype(np.int64)
+    max_s = max(target_lengths, default=0)
+    log_alpha = np.full((batch, n_t, 2 * max_s + 1), -np.inf, cdt)
+    nll = np.empty(batch, cdt)
+    zero = cdt.type(0)
+    for b in range(batch):
+        n_in, n_s = input_lengths[b], target_lengths[b]
+        if n_in > n_t:
+            raise RuntimeError(
+                f"ctc_loss: Expected input_lengths to have value at most {n_t}, but got value "
+                f"{n_in} (while checking arguments for ctc_loss_cpu)"
+            )
+        if flat:
+            tgt = (targets[starts[b]:starts[b] + n_s] if batched else targets[:n_s])
+        else:
+            tgt = targets[b, :n_s]
+        ext = np.full(2 * n_s + 1, blank, np.int64)
+        ext[1::2] = tgt
+        skip = np.zeros(2 * n_s + 1, bool)
+        skip[3::2] = ext[3::2] != ext[1:-2:2]
+        la = log_alpha[b]
+        if n_in > 0:
+            la[0, 0] = lp[0, b, blank]
+            if n_s > 0:
+                la[0, 1] = lp[0, b, ext[1]]
+        width = 2 * n_s + 1
+        for t in range(1, n_in):
+            prev = la[t - 1, :width]
+            la1 = prev
+            la2 = np.concatenate([[-np.inf], prev[:-1]]).astype(cdt)
+            la3 = np.where(skip, np.concatenate([[-np.inf, -np.inf], prev[:-2]]), -np.inf)
+            la3 = la3.astype(cdt)
+            lamax = np.maximum(np.maximum(la1, la2), la3)
+            lamax = np.where(lamax == -np.inf, zero, lamax)
+            with np.errstate(divide="ignore"):
+                total = np.log(np.exp(la1 - lamax) + np.exp(la2 - lamax) + np.exp(la3 - lamax))
+            la[t, :width] = total + lamax + lp[t, b, ext]
+        if n_in == 0:
+            nll[b] = 0 if n_s == 0 else np.inf
+        else:
+            l1 = la[n_in - 1, 2 * n_s]
+            l2 = la[n_in - 1, 2 * n_s - 1] if n_s > 0 else cdt.type(-np.inf)
+            m = max(l1, l2)
+            m = zero if m == -np.inf else m
+            nll[b] = -(np.log(np.exp(l1 - m) + np.exp(l2 - m)) + m)
+        if zero_infinity and nll[b] == np.inf:
+            nll[b] = 0
+    if not batched:
+        nll, log_alpha = nll[0], log_alpha[0]
+    return _out(nll, dtype), _out(log_alpha, dtype)
+
+
+def _ctc_loss_tensor(log_probs, targets, input_lengths, target_lengths, blank=0,
+                     zero_infinity=False):
+    return _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity)
+
+
 KERNELS = {
+    "_ctc_loss": _ctc_loss,
+    "_ctc_loss.Tensor": _ctc_loss_tensor,
     "fractional_max_pool2d": _fractional_max_pool(2),
     "fractional_max_pool3d": _fractional_max_pool(3),
     "fractional_max_pool2d_backward": _fractional_max_pool_backward(2),
