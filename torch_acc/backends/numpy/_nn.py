@@ -1313,7 +1313,72 @@ def _ctc_loss_tensor(log_probs, targets, input_lengths, target_lengths, blank=0,
     return _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity)
 
 
+def _grid_reflect(x, twice_low, twice_high):
+    if twice_low == twice_high:
+        return np.zeros_like(x)
+    low = twice_low / 2
+    span = (twice_high - twice_low) / 2
+    x = np.abs(x - low)
+    extra = np.fmod(x, span)
+    flips = np.floor(x / span)
+    return np.where(flips % 2 == 0, extra + low, span - extra + low).astype(x.dtype)
+
+
+def _grid_source(coord, size, padding_mode, align_corners):
+    """CPU's ``grid_sampler_compute_source_index``: a normalized grid coordinate as a
+    position in an input dimension of ``size``."""
+    one = coord.dtype.type(1)
+    if align_corners:
+        x = (coord + one) / 2 * (size - 1)
+    else:
+        x = ((coord + one) * size - one) / 2
+    if padding_mode == 1:
+        x = np.clip(x, 0, size - 1)
+    elif padding_mode == 2:
+        x = (_grid_reflect(x, 0, 2 * (size - 1)) if align_corners
+             else _grid_reflect(x, -1, 2 * size - 1))
+        x = np.clip(x, 0, size - 1)
+    return x.astype(coord.dtype)
+
+
+def _grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners):
+    op = "grid_sampler_3d"
+    if interpolation_mode not in (0, 1):
+        raise RuntimeError(f"{op}(): bicubic interpolation only supports 4D input")
+    dtype, cdt = _compute_dtype(op, input)
+    x = _f(input, cdt)
+    g = _f(grid, cdt)
+    n, c = x.shape[:2]
+    sizes = x.shape[2:]
+    # Grid coordinates (x, y, z) index (W, H, D).
+    src = [_grid_source(g[..., 2 - k], sizes[k], padding_mode, align_corners) for k in range(3)]
+    batch = np.arange(n).reshape((n,) + (1,) * (g.ndim - 2))
+
+    def gather(idx):
+        inside = np.ones(idx[0].shape, bool)
+        for i, size in zip(idx, sizes, strict=True):
+            inside &= (i >= 0) & (i < size)
+        safe = [np.clip(i, 0, size - 1) for i, size in zip(idx, sizes, strict=True)]
+        values = x[(batch, slice(None), *safe)]  # (N, *out, C)
+        return np.where(inside[..., None], values, cdt.type(0))
+
+    if interpolation_mode == 1:
+        out = gather([np.rint(s).astype(np.int64) for s in src])
+    else:
+        low = [np.floor(s) for s in src]
+        out = np.zeros(g.shape[:-1] + (c,), cdt)
+        for corner in itertools.product((0, 1), repeat=3):
+            idx = [(lo + k).astype(np.int64) for lo, k in zip(low, corner, strict=True)]
+            weight = None
+            for d in (2, 1, 0):  # x, y, z: CPU's order of the factors
+                w = (src[d] - low[d]) if corner[d] else (low[d] + 1 - src[d])
+                weight = w if weight is None else weight * w
+            out = out + gather(idx) * weight[..., None]
+    return _out(np.moveaxis(out, -1, 1), dtype)
+
+
 KERNELS = {
+    "grid_sampler_3d": _grid_sampler_3d,
     "_ctc_loss": _ctc_loss,
     "_ctc_loss.Tensor": _ctc_loss_tensor,
     "fractional_max_pool2d": _fractional_max_pool(2),
