@@ -1232,8 +1232,9 @@ def _fractional_max_pool_backward(d):
         planes = int(np.prod(self.shape[:-d]))
         n = int(np.prod(self.shape[-d:]))
         grad = np.zeros((planes, n), cdt)
-        g = _f(grad_output, cdt).reshape(planes, -1)
-        np.add.at(grad, (np.arange(planes)[:, None], indices.reshape(planes, -1)), g)
+        m = int(np.prod(indices.shape[-d:]))
+        g = _f(grad_output, cdt).reshape(planes, m)
+        np.add.at(grad, (np.arange(planes)[:, None], indices.reshape(planes, m)), g)
         return _out(grad.reshape(self.shape), dtype)
 
     return kernel
