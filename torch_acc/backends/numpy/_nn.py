@@ -1378,7 +1378,44 @@ def _grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corner
     return _out(np.moveaxis(out, -1, 1), dtype)
 
 
+def _segment_reduce_backward(grad, output, data, reduce, *, lengths=None, offsets=None,
+                             axis=0, initial=None):
+    """The gradient of :func:`_segment_reduce` as CPU gives it: each segment's gradient to its
+    elements (divided by the length for mean, shared among the elements equal to the result
+    for max and min, times the product of the others for prod)."""
+    dtype, cdt = _compute_dtype("_segment_reduce_backward", data)
+    axis = axis % max(data.ndim, 1)
+    if lengths is None:
+        lengths = np.diff(offsets, axis=-1)
+    x, g, y = _f(data, cdt), _f(grad, cdt), _f(output, cdt)
+    out = np.zeros(data.shape, cdt)
+    ends = np.cumsum(lengths, axis=-1)
+    for prefix in np.ndindex(lengths.shape[:-1]):
+        for s, (n, end) in enumerate(zip(lengths[prefix], ends[prefix], strict=True)):
+            if n == 0:
+                continue
+            where = prefix + (slice(int(end - n), int(end)),)
+            seg, gs, ys = x[where], g[prefix + (s,)], y[prefix + (s,)]
+            if reduce == "sum":
+                r = np.broadcast_to(gs, seg.shape)
+            elif reduce == "mean":
+                r = np.broadcast_to(gs / n, seg.shape)
+            elif reduce in ("max", "min"):
+                hit = (seg == ys) | (np.isnan(seg) & np.isnan(ys))
+                r = np.where(hit, gs / hit.sum(axis=0), 0)
+            else:
+                zeros = (seg == 0).sum(axis=0)
+                others = np.where(seg == 0, 1, seg).prod(axis=0)
+                if initial is not None:
+                    others = others * cdt.type(initial)
+                r = np.where(zeros == 0, gs * ys / np.where(seg == 0, 1, seg),
+                             np.where((zeros == 1) & (seg == 0), gs * others, 0))
+            out[where] = r
+    return _out(out, dtype)
+
+
 KERNELS = {
+    "_segment_reduce_backward": _segment_reduce_backward,
     "grid_sampler_3d": _grid_sampler_3d,
     "_ctc_loss": _ctc_loss,
     "_ctc_loss.Tensor": _ctc_loss_tensor,
