@@ -34,13 +34,11 @@ CAMPAIGN_SEEDS = range(150)
 #: campaign requires exactly that finding there (so a fix, or a new difference in front of
 #: it, shows), and nothing anywhere else.
 KNOWN_OPEN = {
-    # Issue 14 item 5: a broadcast result's strides follow CPU's TensorIterator layout only
-    # for its first operand's layout, not a mixed one (floor_divide of a permuted input).
-    84: ("stride", "chunk"),
-    # Issue 14 item 3: a float value that overflows uint8 in a masked setitem is accepted.
-    92: ("error-one-side", "setitem_mask"),
-    # The state of an out= tensor after an operator that raises: CPU resizes it before its
-    # kernel refuses the dtype; npy refuses before anything is written.
+    # The state of an out= tensor after an operator that raises: CPU's structured kernel
+    # resizes it (its meta function) before its kernel refuses the dtype (abs of bool); the
+    # fallback's out= path runs the meta function on stand-ins only and refuses before the
+    # tensor is resized. The fix belongs in the bridge's fallback (resize out= tensors to the
+    # meta function's results before the kernel runs), not in the backend.
     98: ("shape", "abs.out"),
 }
 

@@ -370,6 +370,22 @@ class TestEdgeValues(CornersTestCase):
         self.assertSameAsCpu(lambda d: torch.where(torch.tensor(mask, device=d), u8(d), -3))
         self.assertSameAsCpu(lambda d: torch.where(torch.tensor(mask, device=d), -3, u8(d)))
 
+    def test_floats_that_overflow_integer_dtypes(self):
+        """A float out of an integer dtype's range is refused, as c10's checked conversion
+        refuses it: only integers wrap into unsigned dtypes (fuzz seed 92)."""
+        for dtype, value in itertools.product(
+            (torch.uint8, torch.int8), (-1.5, -0.5, -1, 255.5, 127.5, -128.5, 1.5, -255, -256)
+        ):
+            def masked_setitem(d, dtype=dtype, value=value):
+                t = torch.ones(2, 1, dtype=dtype, device=d)
+                t[t != 0] = value
+                return t
+
+            self.assertSameAsCpu(masked_setitem)
+            self.assertSameAsCpu(
+                lambda d, t=dtype, v=value: torch.ones(2, dtype=t, device=d).fill_(v)
+            )
+
     def test_strides_of_results(self):
         cases = [
             lambda d: torch.arange(6.0, device=d).view(2, 3).t() + 1,
@@ -383,6 +399,31 @@ class TestEdgeValues(CornersTestCase):
         for f in cases:
             self.assertSameAsCpu(f, strides=True)
 
+    def test_strides_of_mixed_layout_results(self):
+        """Every stride (size-one dimensions' too, which views of the result keep) is CPU's
+        TensorIterator's: its fast setups and its order of dimensions for broadcasts of
+        permuted, expanded and zero-dimensional operands (fuzz seed 84)."""
+
+        def t(d):
+            return torch.arange(6.0, dtype=torch.float64, device=d).view(2, 3).t().unsqueeze(0)
+
+        def cl(d):
+            return torch.ones(1, 3, 1, 3, device=d).to(memory_format=torch.channels_last)
+
+        cases = [
+            lambda d: torch.floor_divide(torch.tensor(-1, device=d), t(d)),
+            lambda d: t(d) + 1,
+            lambda d: t(d) * torch.ones(2, device=d),
+            lambda d: torch.ones(1, 3, device=d) + torch.tensor(2.0, device=d),
+            lambda d: torch.ones(3, 1, device=d).expand(3, 2) - t(d)[0].float(),
+            lambda d: cl(d) + cl(d),
+            lambda d: cl(d).neg(),
+            lambda d: torch.where(t(d) > 2, t(d), 0.0),
+            lambda d: t(d).clamp(1, 4),
+        ]
+        for f in cases:
+            self.assertSameAsCpu(f, strides=True)
+
     def test_complex_views_of_offset_tensors(self):
         for view in (lambda t: t.real, lambda t: t.imag, torch.view_as_real):
             z = torch.arange(6.0).to(torch.complex64).to("npy")
@@ -391,15 +432,34 @@ class TestEdgeValues(CornersTestCase):
             v.add_(100)
             self.assertEqual(z[:2].cpu(), torch.arange(2.0).to(torch.complex64))
 
-    # The storage offset of a view that changes the element size is the C++ bridge's to
-    # compute (the kernel returns a NumPy view; the tensor is made with offset 0).
-    @unittest.expectedFailure
     def test_offsets_of_complex_views(self):
-        def z(d):
-            return torch.arange(6.0).to(torch.complex64).to(d)[2:]
+        """Views that change the element size count their offset and strides in the new
+        dtype's elements, as on CPU, and keep writing through to their base."""
 
-        for view in (lambda t: t.real, lambda t: t.imag, torch.view_as_real):
-            self.assertEqual(view(z("npy")).storage_offset(), view(z("cpu")).storage_offset())
+        def z(d):
+            return torch.arange(12.0).to(torch.complex64).to(d)
+
+        def f(d):
+            return torch.arange(24.0, device=d).view(4, 3, 2)
+
+        views = [
+            lambda d: z(d)[2:].real,
+            lambda d: z(d)[3:].imag,
+            lambda d: torch.view_as_real(z(d)[2:]),
+            lambda d: torch.view_as_real(z(d).view(3, 4)[1:, ::2]),
+            lambda d: torch.view_as_complex(f(d)[1:]),
+            lambda d: torch.view_as_complex(f(d)[:, 1:]),
+        ]
+        for view in views:
+            npy, cpu = view("npy"), view("cpu")
+            self.assertEqual((npy.stride(), npy.storage_offset()),
+                             (cpu.stride(), cpu.storage_offset()))
+            self.assertEqual(npy.cpu(), cpu)
+        self.assertSameAsCpu(lambda d: torch.view_as_real(z(d).conj()))
+        self.assertSameAsCpu(lambda d: torch.view_as_complex(f(d)[:, :, :1]))
+        base = z("npy")
+        base[2:].imag.add_(100)
+        self.assertEqual(base.imag.cpu(), torch.tensor([0.0, 0] + [100.0] * 10))
 
 
 class TestMemoryFormat(CornersTestCase):

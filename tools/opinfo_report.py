@@ -15,7 +15,9 @@ without values. Each entry gets a status:
 - ``error``: the backend raised where CPU did not (the message's first line kept; the
   finding column says when the message does not name the operator);
 - ``crash``: the process died or the entry ran past ``--timeout``;
-- ``skip``: every sample raised on CPU too (nothing to compare).
+- ``skip``: every sample raised on CPU too (nothing to compare), or the backend's
+  ``OPINFO_NOTES`` gives the reason it is not run (an entry id to ``("skip", reason)``; with
+  ``("values", reason)`` the entry runs and is compared without values).
 
 Samples that raise on CPU are left out. With ``--grad``, only entries that support autograd
 in the dtype run; their samples' inputs require grad on both devices, the outputs get the
@@ -265,14 +267,23 @@ def _call(op, grad: bool, sample_input, args, kwargs):
     return op(sample_input, *args, **kwargs)
 
 
+#: Entries whose sample keeps a tensor argument on the CPU on every device (the operator
+#: requires it there): only the sample's input moves to the device.
+_CPU_ARGUMENTS = {"tensor_split"}
+
+
 def run_entry(op, device: str, dtype: torch.dtype, grad: bool,
-              limit_samples: int | None) -> Result:
-    """Run one entry's samples on CPU and on the device and compare; never raises."""
+              limit_samples: int | None, notes: dict | None = None) -> Result:
+    """Run one entry's samples on CPU and on the device and compare; never raises.
+
+    ``notes``: the backend's ``OPINFO_NOTES``, entry id to ``("skip", reason)`` (not run) or
+    ``("values", reason)`` (compared without values)."""
     start = time.monotonic()
     name = entry_id(op)
     seed = zlib.crc32(name.encode())
     torch.manual_seed(seed)
-    skip_reason = _values_skip_reason(op, dtype)
+    note, note_reason = (notes or {}).get(name, (None, None))
+    skip_reason = note_reason if note == "values" else _values_skip_reason(op, dtype)
     values = skip_reason is None
     rtol, atol = tolerances(op, dtype)
     compared = 0
@@ -282,6 +293,8 @@ def run_entry(op, device: str, dtype: torch.dtype, grad: bool,
         return Result(name, status, message, compared, values,
                       seconds=round(time.monotonic() - start, 3), extra=extra, **kw)
 
+    if note == "skip":
+        return done("skip", f"not run on this backend: {note_reason}")
     try:
         samples = list(op.sample_inputs("cpu", dtype, requires_grad=grad))
     except Exception as err:
@@ -293,6 +306,8 @@ def run_entry(op, device: str, dtype: torch.dtype, grad: bool,
         args = (sample.input, sample.args, sample.kwargs)
         try:  # copies first: the op may write into its inputs
             dev_input, dev_args, dev_kwargs = _to_device(args, device, grad)
+            if name in _CPU_ARGUMENTS:
+                dev_args, dev_kwargs = args[1], args[2]
             copy_error = None
         except Exception as err:
             copy_error = err
@@ -327,7 +342,9 @@ def run_entry(op, device: str, dtype: torch.dtype, grad: bool,
 def worker(config: dict) -> None:
     """Run entries in this process, appending a line per start and per result to a file."""
     warnings.simplefilter("ignore")
-    device = importlib.import_module(config["backend"]).setup()
+    backend = importlib.import_module(config["backend"])
+    device = backend.setup()
+    notes = getattr(backend, "OPINFO_NOTES", {})
     dtype = getattr(torch, config["dtype"])
     by_id = {entry_id(op): op for op in op_db()}
     with open(config["results"], "a") as out:
@@ -337,7 +354,7 @@ def worker(config: dict) -> None:
             out.flush()
             try:
                 result = run_entry(by_id[name], device, dtype, config["grad"],
-                                   config["limit_samples"])
+                                   config["limit_samples"], notes)
             except BaseException as err:
                 result = Result(name, "error", "harness: " + _first_line(err), names_op=False)
                 traceback.print_exc()
@@ -526,14 +543,15 @@ def markdown(results: list[dict], meta: dict, level: int = 1) -> str:
     for s in COUNTED:
         pct = 100.0 * counts[s] / total if total else 0.0
         lines.append(f"| {s} | {counts[s]} | {pct:.1f}% |")
-    lines.append(f"| skip (every sample raises on CPU; not counted) | {counts['skip']} | |")
+    lines.append(f"| skip (not counted: every sample raises on CPU, or the backend says why "
+                 f"it is not run) | {counts['skip']} | |")
     unnamed = sum(1 for r in results if r["status"] == "error" and not r["names_op"])
     no_values = sum(1 for r in results if not r["values_compared"])
     lines += [
         "",
         f"Errors whose message does not name the operator: {unnamed}. "
-        f"Entries compared without values (PyTorch's test_compare_cpu skips them: "
-        f"non-deterministic or undefined output): {no_values}.",
+        f"Entries compared without values (PyTorch's test_compare_cpu skips them or expects "
+        f"them to differ, or the backend says why: random or undefined output): {no_values}.",
         "",
     ]
     ops = missing_ops(results)
@@ -554,7 +572,8 @@ def markdown(results: list[dict], meta: dict, level: int = 1) -> str:
         if r["status"] == "error" and not r["names_op"]:
             finding.append("message does not name the op")
         if not r["values_compared"]:
-            finding.append("values not compared")
+            reason = r["extra"].get("values_not_compared")
+            finding.append("values not compared" + (f" ({reason})" if reason else ""))
         if "chunk_died" in r["extra"]:
             finding.append(f"chunk died ({r['extra']['chunk_died']}), alone it did not")
         lines.append(f"| `{r['entry']}` | {r['status']} | {r['samples']} | "

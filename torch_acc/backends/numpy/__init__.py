@@ -42,7 +42,37 @@ from ._common import DEVICE
 from ._foreach import foreach_kernels
 from ._random import NumpyGenerator
 
-__all__ = ["DEVICE", "NumpyGenerator", "register", "setup"]
+__all__ = ["DEVICE", "NumpyGenerator", "OPINFO_NOTES", "register", "setup"]
+
+_SPARSE = (
+    "takes or makes a sparse tensor: a payload tensor is strided (its data one NumPy array); "
+    "the backend has no sparse layouts, as a device without sparse kernels has none"
+)
+_RANDOM = "random values drawn from the device's own generator (NumPy's), not CPU's"
+
+#: OpInfo entries ``tools/opinfo_report.py`` does not run on this backend (``"skip"``) or
+#: compares without values (``"values"``), and why.
+OPINFO_NOTES = {
+    "to_sparse": ("skip", _SPARSE),
+    "sparse.mm.reduce": ("skip", _SPARSE),
+    "sparse.sampled_addmm": ("skip", _SPARSE),
+    "chalf": ("skip", "complex32: NumPy has no such dtype; the backend refuses it (TypeError)"),
+    "hash_tensor": (
+        "skip",
+        "its result is uint64: the backend has arrays of torch's core dtypes only, no uint16, "
+        "uint32 or uint64 (a TypeError names the dtype)",
+    ),
+    "randn": ("values", _RANDOM),
+    "randint": ("values", _RANDOM),
+    "nn.functional.alpha_dropout": ("values", _RANDOM + " (PyTorch expects CUDA to differ too)"),
+    "nn.functional.fractional_max_pool2d": ("values", _RANDOM + " (the pooling regions)"),
+    "nn.functional.fractional_max_pool3d": ("values", _RANDOM + " (the pooling regions)"),
+    "as_strided.partial_views": (
+        "values",
+        "reads storage outside the sample's view, which a copy to the device does not carry "
+        "(PyTorch expects every device to differ from CPU here)",
+    ),
+}
 
 
 def _kernels() -> dict:
@@ -88,6 +118,7 @@ def setup() -> str:
             if not _compat.aten_op_removed(name):
                 library.impl(name, kernel)
         _training.register_storage_kernels()
+        _shape.register_view_kernels()
         if torch.distributed.is_available():
             from torch_acc import distributed
 

@@ -100,8 +100,8 @@ def checked_scalar(value, dtype: np.dtype):
     """A Python number as a 0-d array of ``dtype``, refused as c10's ``checked_convert``
     refuses it (``fill_``, ``masked_fill``, ``index_fill``, ``full``): an integer or finite
     float out of the dtype's range, nan or inf for an integer dtype, a complex number with an
-    imaginary part for a real dtype. Negative integers wrap into unsigned dtypes (``-3`` is
-    253 in uint8) down to ``-max``, as there."""
+    imaginary part for a real dtype. Negative integers (not floats) wrap into unsigned dtypes
+    (``-3`` is 253 in uint8) down to ``-max``, as there."""
     if dtype.kind in "bc":
         return np.asarray(value).astype(dtype)
     if isinstance(value, complex):
@@ -111,7 +111,9 @@ def checked_scalar(value, dtype: np.dtype):
         value = value.real
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
-        low = -int(info.max) if dtype.kind == "u" else int(info.min)
+        # Only integers wrap into unsigned dtypes: a float below 0 overflows (c10::overflows).
+        wraps = dtype.kind == "u" and not isinstance(value, float)
+        low = -int(info.max) if wraps else int(info.min)
         if not (math.isfinite(value) and low <= value <= info.max):
             raise RuntimeError(
                 f"value cannot be converted to type {_C10_NAMES[dtype]} without overflow"
@@ -219,3 +221,130 @@ def _not_broadcastable(src, dst) -> RuntimeError:
         f"copy_: the source of shape {list(np.shape(src))} does not broadcast to the "
         f"destination's shape {list(np.shape(dst))} ({DEVICE} backend)"
     )
+
+
+# --- the layout of elementwise results ------------------------------------------------------
+
+
+def _contiguous_strides(shape) -> tuple:
+    strides = []
+    step = 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def _channels_last_strides(shape) -> tuple:
+    n, c, h, w = (max(s, 1) for s in shape)
+    return (h * w * c, 1, w * c, c)
+
+
+def _is_channels_last(shape, strides) -> bool:
+    expected = 1
+    for d in (1, 3, 2, 0):
+        if shape[d] != 1:
+            if strides[d] != expected:
+                return False
+            expected *= shape[d]
+    return True
+
+
+def _is_dense(shape, strides) -> bool:
+    if 0 in shape:
+        return True
+    step = 1
+    for st, n in sorted((st, n) for st, n in zip(strides, shape, strict=True) if n != 1):
+        if st != step:
+            return False
+        step *= n
+    return True
+
+
+def cpu_strides(shape: tuple, operands: list[tuple[tuple, tuple]]) -> tuple:
+    """The strides (in elements) CPU's TensorIterator gives the result of shape ``shape`` of an
+    elementwise operator on ``operands``, each ``(shape, strides in elements)`` (a Python
+    scalar, a wrapped number, is ``((), ())``): its fast setups (all contiguous, all channels
+    last, all of one dense layout) and else the order of dimensions its inputs' strides give
+    (``TensorIteratorBase::reorder_dimensions``)."""
+    nd = len(shape)
+    if all(s == shape for s, _ in operands):
+        contiguous = _contiguous_strides(shape)
+        if all(all(n == 1 or a == b for n, a, b in zip(shape, st, contiguous, strict=True))
+               for _, st in operands):
+            return contiguous
+        if nd == 4 and all(_is_channels_last(s, st) for s, st in operands):
+            return _channels_last_strides(shape)
+        if all(_is_dense(s, st) for s, st in operands) and len({st for _, st in operands}) == 1:
+            return operands[0][1]
+    broadcast = []
+    for s, st in operands:
+        pad = nd - len(s)
+        broadcast.append([0 if i < pad or (s[i - pad] == 1 and shape[i] != 1) else st[i - pad]
+                          for i in range(nd)])
+
+    def should_swap(d0, d1):
+        for st in broadcast:
+            s0, s1 = st[d0], st[d1]
+            if s0 == 0 or s1 == 0:
+                continue
+            if s0 != s1:
+                return -1 if s0 < s1 else 1
+            if shape[d0] > shape[d1]:
+                return 1
+        return 0
+
+    perm = list(range(nd - 1, -1, -1))
+    for i in range(1, nd):
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            c = should_swap(perm[d0], perm[d1])
+            if c > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif c < 0:
+                break
+    strides = [0] * nd
+    step = 1
+    for d in perm:
+        strides[d] = step
+        step *= max(shape[d], 1)
+    return tuple(strides)
+
+
+def with_cpu_layout(r, operands, scalars: bool = True):
+    """``r``, an elementwise operator's new result, laid out as CPU lays it out for these
+    operands (NumPy's order "K" differs where strides tie or dimensions have size one).
+    ``scalars``: Python numbers among ``operands`` are operands of CPU's TensorIterator
+    (wrapped numbers), as in binary operators. ``r`` comes back unchanged when it is one of
+    the operands (an in-place result)."""
+    if type(r) is not _ndarray or r.ndim < 2:
+        return r
+    shape = r.shape
+    if 1 not in shape:
+        # The common case, cheaply: every array operand has the result's shape and strides
+        # (so is dense, as the new result is): CPU keeps that layout too, wrapped numbers or
+        # not (without dimensions of size one, no two strides of a dense layout tie).
+        strides = r.strides
+        for a in operands:
+            if type(a) is _ndarray and (a.shape != shape or a.strides != strides):
+                break
+        else:
+            return r
+    described = []
+    for a in operands:
+        if isinstance(a, np.ndarray):
+            if a is r:
+                return r
+            described.append((a.shape, tuple(st // a.itemsize for st in a.strides)))
+        elif scalars and isinstance(a, int | float | complex):
+            described.append(((), ()))
+    strides = cpu_strides(shape, described)
+    item = r.itemsize
+    if r.size == 0 or all(st * item == got for st, got in zip(strides, r.strides, strict=True)):
+        return r
+    out = np.ndarray(
+        shape, r.dtype, buffer=np.empty(r.size, r.dtype), strides=tuple(st * item for st in strides)
+    )
+    out[...] = r
+    return out

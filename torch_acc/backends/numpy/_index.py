@@ -12,9 +12,8 @@ import ml_dtypes
 import numpy as np
 import torch
 
-from ._common import checked_scalar, DEVICE, NUMPY_TO_TORCH, result_type
+from ._common import checked_scalar, DEVICE, NUMPY_TO_TORCH, result_type, with_cpu_layout
 from ._shape import contiguous as _c
-from ._shape import preserve as _preserve
 
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 _EMPTY_INT64 = np.empty((0,), np.int64)
@@ -462,10 +461,7 @@ def _where(condition, self, other):
     dtype = result_type(_kind(self), _kind(other))
     # Python numbers as arrays (NumPy refuses -3 for uint8; PyTorch's cast wraps it to 253).
     result = np.where(condition, np.asarray(self), np.asarray(other)).astype(dtype, copy=False)
-    for like in (self, other, condition):
-        if isinstance(like, np.ndarray) and like.shape == result.shape:
-            return _preserve(result, like)
-    return _c(result)
+    return with_cpu_layout(result, (condition, self, other))
 
 
 def _kind(x):

@@ -1117,7 +1117,313 @@ def _threshold_backward(grad, self, threshold):
     return np.where(keep, grad, np.zeros((), grad.dtype))
 
 
+# --- segment_reduce, fractional max pooling, CTC loss ------------------------------------------
+
+
+_SEGMENT_INITIAL = {"sum": 0.0, "mean": 0.0, "max": -math.inf, "min": math.inf, "prod": 1.0}
+
+
+def _segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0,
+                    unsafe=False, initial=None):
+    op = "segment_reduce()"
+    if reduce not in _SEGMENT_INITIAL:
+        raise RuntimeError(f"{op}: reduce argument must be either sum, mean, max, min or prod, "
+                           f"got {reduce}")
+    if indices is not None:
+        raise RuntimeError(f"{op}: indices based reduction is not supported yet.")
+    if lengths is None and offsets is None:
+        raise RuntimeError(f"{op}: Either lengths or offsets must be defined.")
+    dtype, cdt = _compute_dtype("segment_reduce", data)
+    axis = axis % max(data.ndim, 1)
+    if lengths is None:
+        if offsets.ndim != axis + 1:
+            raise RuntimeError(f"{op}: Expected all rows of offsets along axis to be defined")
+        lengths = np.diff(offsets, axis=-1)
+    if lengths.ndim != axis + 1:
+        raise RuntimeError(f"{op}: Expected lengths to have {axis + 1} dimensions")
+    if not unsafe:
+        if (lengths < 0).any():
+            raise RuntimeError(f"{op}: lengths contains negative value!")
+        if (lengths.sum(axis=-1) != data.shape[axis]).any():
+            raise RuntimeError(
+                f"{op}: Expected all rows of lengths along axis to sum to "
+                f"data.size(lengths.dim()-1) when !unsafe."
+            )
+    x = _f(data, cdt)
+    start = 0.0 if initial is None else float(initial)
+    out = np.empty(lengths.shape + data.shape[axis + 1:], cdt)
+    ends = np.cumsum(lengths, axis=-1)
+    for prefix in np.ndindex(lengths.shape[:-1]):
+        for s, (n, end) in enumerate(zip(lengths[prefix], ends[prefix], strict=True)):
+            seg = x[prefix + (slice(int(end - n), int(end)),)]
+            first = np.full(seg.shape[1:], _SEGMENT_INITIAL[reduce] if initial is None else start,
+                            cdt)
+            if reduce in ("sum", "mean"):
+                r = first + seg.sum(axis=0)
+                if reduce == "mean":
+                    r = r / n if n else (np.full_like(r, np.nan) if initial is None else r)
+            elif reduce == "prod":
+                r = first * seg.prod(axis=0)
+            else:
+                f = np.fmax if reduce == "max" else np.fmin
+                r = f.reduce(np.concatenate([first[None], seg]), axis=0)
+                r = np.where(np.isnan(seg).any(axis=0), np.nan, r) if n else r
+            out[prefix + (s,)] = r
+    return _out(out, dtype)
+
+
+def _fractional_intervals(sample, size, out, pool, cdt):
+    """CPU's ``generate_intervals``, in its arithmetic (the input's float dtype)."""
+    seq = np.zeros(out, np.int64)
+    if out > 1:
+        sample = cdt.type(sample)
+        alpha = cdt.type(size - pool) / cdt.type(out - 1)
+        i = np.arange(out, dtype=cdt)
+        seq = ((i + sample) * alpha).astype(np.int64) - np.int64(sample * alpha)
+    if out > 0:
+        seq[-1] = size - pool
+    return seq
+
+
+def _fractional_max_pool(d):
+    name = f"fractional_max_pool{d}d"
+    # The sample each spatial dimension uses: (W, H) in 2-d, (T, H, W) in 3-d.
+    which = (1, 0) if d == 2 else (0, 1, 2)
+
+    def kernel(self, kernel_size, output_size, random_samples):
+        dtype, cdt = _compute_dtype(name, self)
+        x = self if self.ndim == d + 2 else self[None]
+        sizes = x.shape[2:]
+        for k, (n, pool, out) in enumerate(zip(sizes, kernel_size, output_size, strict=True)):
+            if out + pool - 1 > n:
+                raise RuntimeError(
+                    f"{name}(): pool size {pool} too large relative to input size {n} "
+                    f"in dimension {k} (output size {out})"
+                )
+        out = np.empty(x.shape[:2] + tuple(output_size), dtype)
+        indices = np.empty(out.shape, np.int64)
+        window = int(np.prod(kernel_size))
+        strides = np.cumprod((1,) + sizes[:0:-1])[::-1]
+        samples = np.asarray(random_samples, cdt)
+        for n, c in np.ndindex(x.shape[:2]):
+            starts = [_fractional_intervals(samples[n, c, which[k]], sizes[k], output_size[k],
+                                            kernel_size[k], cdt) for k in range(d)]
+            wins = np.lib.stride_tricks.sliding_window_view(_f(x[n, c], cdt), kernel_size)
+            wins = wins[np.ix_(*starts)].reshape(tuple(output_size) + (window,))
+            nan = np.isnan(wins)
+            best = np.where(nan.any(-1), window - 1 - np.argmax(nan[..., ::-1], -1),
+                            np.argmax(np.where(nan, -np.inf, wins), -1))
+            offsets = np.unravel_index(best, kernel_size)
+            grid = np.meshgrid(*starts, indexing="ij")
+            where = [g + o for g, o in zip(grid, offsets, strict=True)]
+            out[n, c] = x[n, c][tuple(where)]
+            indices[n, c] = sum(w * s for w, s in zip(where, strides, strict=True))
+        if self.ndim != d + 2:
+            out, indices = out[0], indices[0]
+        return out, indices
+
+    kernel.__name__ = name
+    return kernel
+
+
+def _fractional_max_pool_backward(d):
+    def kernel(grad_output, self, kernel_size, output_size, indices):
+        dtype, cdt = _compute_dtype(f"fractional_max_pool{d}d_backward", self)
+        planes = int(np.prod(self.shape[:-d]))
+        n = int(np.prod(self.shape[-d:]))
+        grad = np.zeros((planes, n), cdt)
+        m = int(np.prod(indices.shape[-d:]))
+        g = _f(grad_output, cdt).reshape(planes, m)
+        np.add.at(grad, (np.arange(planes)[:, None], indices.reshape(planes, m)), g)
+        return _out(grad.reshape(self.shape), dtype)
+
+    return kernel
+
+
+def _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
+    """CPU's forward (``ctc_loss_cpu_template``): the log-alpha recursion over time, in the
+    input's dtype, per batch element; returns (negative log likelihood, log alpha)."""
+    dtype, cdt = _compute_dtype("ctc_loss", log_probs)
+    batched = log_probs.ndim == 3
+    lp = _f(log_probs if batched else log_probs[:, None], cdt)
+    n_t, batch, n_c = lp.shape
+    input_lengths = [int(n) for n in np.reshape(input_lengths, -1)]
+    target_lengths = [int(n) for n in np.reshape(target_lengths, -1)]
+    if not 0 <= blank < n_c:
+        raise RuntimeError("ctc_loss: blank must be in label range")
+    if len(input_lengths) != batch or len(target_lengths) != batch:
+        raise RuntimeError(
+            f"ctc_loss: input_lengths and target_lengths must be of size batch_size {batch}"
+        )
+    flat = targets.ndim == 1 or not batched
+    if flat and batched:
+        starts = np.concatenate([[0], np.cumsum(target_lengths)[:-1]]).astype(np.int64)
+    max_s = max(target_lengths, default=0)
+    log_alpha = np.full((batch, n_t, 2 * max_s + 1), -np.inf, cdt)
+    nll = np.empty(batch, cdt)
+    zero = cdt.type(0)
+    for b in range(batch):
+        n_in, n_s = input_lengths[b], target_lengths[b]
+        if n_in > n_t:
+            raise RuntimeError(
+                f"ctc_loss: Expected input_lengths to have value at most {n_t}, but got value "
+                f"{n_in} (while checking arguments for ctc_loss_cpu)"
+            )
+        if flat:
+            tgt = (targets[starts[b]:starts[b] + n_s] if batched else targets[:n_s])
+        else:
+            tgt = targets[b, :n_s]
+        ext = np.full(2 * n_s + 1, blank, np.int64)
+        ext[1::2] = tgt
+        skip = np.zeros(2 * n_s + 1, bool)
+        skip[3::2] = ext[3::2] != ext[1:-2:2]
+        la = log_alpha[b]
+        if n_in > 0:
+            la[0, 0] = lp[0, b, blank]
+            if n_s > 0:
+                la[0, 1] = lp[0, b, ext[1]]
+        width = 2 * n_s + 1
+        for t in range(1, n_in):
+            prev = la[t - 1, :width]
+            la1 = prev
+            la2 = np.concatenate([[-np.inf], prev[:-1]]).astype(cdt)
+            la3 = np.where(skip, np.concatenate([[-np.inf, -np.inf], prev[:-2]]), -np.inf)
+            la3 = la3.astype(cdt)
+            lamax = np.maximum(np.maximum(la1, la2), la3)
+            lamax = np.where(lamax == -np.inf, zero, lamax)
+            with np.errstate(divide="ignore"):
+                total = np.log(np.exp(la1 - lamax) + np.exp(la2 - lamax) + np.exp(la3 - lamax))
+            la[t, :width] = total + lamax + lp[t, b, ext]
+        if n_in == 0:
+            nll[b] = 0 if n_s == 0 else np.inf
+        else:
+            l1 = la[n_in - 1, 2 * n_s]
+            l2 = la[n_in - 1, 2 * n_s - 1] if n_s > 0 else cdt.type(-np.inf)
+            m = max(l1, l2)
+            m = zero if m == -np.inf else m
+            nll[b] = -(np.log(np.exp(l1 - m) + np.exp(l2 - m)) + m)
+        if zero_infinity and nll[b] == np.inf:
+            nll[b] = 0
+    if not batched:
+        nll, log_alpha = nll[0], log_alpha[0]
+    return _out(nll, dtype), _out(log_alpha, dtype)
+
+
+def _ctc_loss_tensor(log_probs, targets, input_lengths, target_lengths, blank=0,
+                     zero_infinity=False):
+    return _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity)
+
+
+def _grid_reflect(x, twice_low, twice_high):
+    if twice_low == twice_high:
+        return np.zeros_like(x)
+    low = twice_low / 2
+    span = (twice_high - twice_low) / 2
+    x = np.abs(x - low)
+    extra = np.fmod(x, span)
+    flips = np.floor(x / span)
+    return np.where(flips % 2 == 0, extra + low, span - extra + low).astype(x.dtype)
+
+
+def _grid_source(coord, size, padding_mode, align_corners):
+    """CPU's ``grid_sampler_compute_source_index``: a normalized grid coordinate as a
+    position in an input dimension of ``size``."""
+    one = coord.dtype.type(1)
+    if align_corners:
+        x = (coord + one) / 2 * (size - 1)
+    else:
+        x = ((coord + one) * size - one) / 2
+    if padding_mode == 1:
+        x = np.clip(x, 0, size - 1)
+    elif padding_mode == 2:
+        x = (_grid_reflect(x, 0, 2 * (size - 1)) if align_corners
+             else _grid_reflect(x, -1, 2 * size - 1))
+        x = np.clip(x, 0, size - 1)
+    return x.astype(coord.dtype)
+
+
+def _grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners):
+    op = "grid_sampler_3d"
+    if interpolation_mode not in (0, 1):
+        raise RuntimeError(f"{op}(): bicubic interpolation only supports 4D input")
+    dtype, cdt = _compute_dtype(op, input)
+    x = _f(input, cdt)
+    g = _f(grid, cdt)
+    n, c = x.shape[:2]
+    sizes = x.shape[2:]
+    # Grid coordinates (x, y, z) index (W, H, D).
+    src = [_grid_source(g[..., 2 - k], sizes[k], padding_mode, align_corners) for k in range(3)]
+    batch = np.arange(n).reshape((n,) + (1,) * (g.ndim - 2))
+
+    def gather(idx):
+        inside = np.ones(idx[0].shape, bool)
+        for i, size in zip(idx, sizes, strict=True):
+            inside &= (i >= 0) & (i < size)
+        safe = [np.clip(i, 0, size - 1) for i, size in zip(idx, sizes, strict=True)]
+        values = x[(batch, slice(None), *safe)]  # (N, *out, C)
+        return np.where(inside[..., None], values, cdt.type(0))
+
+    if interpolation_mode == 1:
+        out = gather([np.rint(s).astype(np.int64) for s in src])
+    else:
+        low = [np.floor(s) for s in src]
+        out = np.zeros(g.shape[:-1] + (c,), cdt)
+        for corner in itertools.product((0, 1), repeat=3):
+            idx = [(lo + k).astype(np.int64) for lo, k in zip(low, corner, strict=True)]
+            weight = None
+            for d in (2, 1, 0):  # x, y, z: CPU's order of the factors
+                w = (src[d] - low[d]) if corner[d] else (low[d] + 1 - src[d])
+                weight = w if weight is None else weight * w
+            out = out + gather(idx) * weight[..., None]
+    return _out(np.moveaxis(out, -1, 1), dtype)
+
+
+def _segment_reduce_backward(grad, output, data, reduce, *, lengths=None, offsets=None,
+                             axis=0, initial=None):
+    """The gradient of :func:`_segment_reduce` as CPU gives it: each segment's gradient to its
+    elements (divided by the length for mean, shared among the elements equal to the result
+    for max and min, times the product of the others for prod)."""
+    dtype, cdt = _compute_dtype("_segment_reduce_backward", data)
+    axis = axis % max(data.ndim, 1)
+    if lengths is None:
+        lengths = np.diff(offsets, axis=-1)
+    x, g, y = _f(data, cdt), _f(grad, cdt), _f(output, cdt)
+    out = np.zeros(data.shape, cdt)
+    ends = np.cumsum(lengths, axis=-1)
+    for prefix in np.ndindex(lengths.shape[:-1]):
+        for s, (n, end) in enumerate(zip(lengths[prefix], ends[prefix], strict=True)):
+            if n == 0:
+                continue
+            where = prefix + (slice(int(end - n), int(end)),)
+            seg, gs, ys = x[where], g[prefix + (s,)], y[prefix + (s,)]
+            if reduce == "sum":
+                r = np.broadcast_to(gs, seg.shape)
+            elif reduce == "mean":
+                r = np.broadcast_to(gs / n, seg.shape)
+            elif reduce in ("max", "min"):
+                hit = (seg == ys) | (np.isnan(seg) & np.isnan(ys))
+                r = np.where(hit, gs / hit.sum(axis=0), 0)
+            else:
+                zeros = (seg == 0).sum(axis=0)
+                others = np.where(seg == 0, 1, seg).prod(axis=0)
+                if initial is not None:
+                    others = others * cdt.type(initial)
+                r = np.where(zeros == 0, gs * ys / np.where(seg == 0, 1, seg),
+                             np.where((zeros == 1) & (seg == 0), gs * others, 0))
+            out[where] = r
+    return _out(out, dtype)
+
+
 KERNELS = {
+    "_segment_reduce_backward": _segment_reduce_backward,
+    "grid_sampler_3d": _grid_sampler_3d,
+    "_ctc_loss": _ctc_loss,
+    "_ctc_loss.Tensor": _ctc_loss_tensor,
+    "fractional_max_pool2d": _fractional_max_pool(2),
+    "fractional_max_pool3d": _fractional_max_pool(3),
+    "fractional_max_pool2d_backward": _fractional_max_pool_backward(2),
+    "fractional_max_pool3d_backward": _fractional_max_pool_backward(3),
+    "segment_reduce": _segment_reduce,
     "relu": _relu,
     "threshold_backward": _threshold_backward,
     "convolution": _convolution,

@@ -8,6 +8,7 @@ floating-point warnings are silenced inside the kernels; integer division by zer
 ``scipy.special``.
 """
 
+import functools
 import math
 import re
 import warnings
@@ -28,6 +29,7 @@ from ._common import (
     np_dtype,
     NUMPY_TO_TORCH,
     result_type,
+    with_cpu_layout,
 )
 
 _ndarray = np.ndarray
@@ -433,20 +435,30 @@ def _arith(uf, a, b, alpha=1):
         return _finish(uf(a, b), dt)
 
 
+def _laid_out_fast(r, a, b):
+    """``r``, the new result of a binary operator on arrays ``a`` and ``b``, as an array laid
+    out as CPU lays it out. The common case costs three attribute reads: operands of one
+    shape and layout, without dimensions of size one and without stride 0, whose layout NumPy
+    and CPU both keep (they differ only where strides tie)."""
+    shape = a.shape
+    strides = a.strides
+    if shape == b.shape and 1 not in shape and strides == b.strides and 0 not in strides:
+        return r if type(r) is _ndarray else np.asarray(r)
+    return with_cpu_layout(np.asarray(r), (a, b))
+
+
 def _add(a, b, alpha=1):
     if type(a) is _ndarray and type(b) is _ndarray and a.dtype is b.dtype and alpha == 1 \
             and alpha is not True:
-        r = a + b  # _array inlined: the hot path
-        return r if type(r) is _ndarray else np.asarray(r)
-    return _arith(np.add, a, b, alpha)
+        return _laid_out_fast(a + b, a, b)  # the hot path
+    return with_cpu_layout(_arith(np.add, a, b, alpha), (a, b))
 
 
 def _sub(a, b, alpha=1):
     if type(a) is _ndarray and type(b) is _ndarray and a.dtype is b.dtype and alpha == 1 \
             and alpha is not True and a.dtype is not _BOOL:
-        r = a - b
-        return r if type(r) is _ndarray else np.asarray(r)
-    return _arith(np.subtract, a, b, alpha)
+        return _laid_out_fast(a - b, a, b)
+    return with_cpu_layout(_arith(np.subtract, a, b, alpha), (a, b))
 
 
 def _rsub(a, b, alpha=1):
@@ -455,24 +467,21 @@ def _rsub(a, b, alpha=1):
 
 def _mul(a, b):
     if type(a) is _ndarray and type(b) is _ndarray and a.dtype is b.dtype:
-        if a.dtype is _BOOL:
-            return _array(np.logical_and(a, b))
-        r = a * b
-        return r if type(r) is _ndarray else np.asarray(r)
+        return _laid_out_fast(np.logical_and(a, b) if a.dtype is _BOOL else a * b, a, b)
     dt = result_type(kind(a), kind(b))
     c = _compute(dt)
-    a, b = _cast(a, c), _cast(b, c)
+    x, y = _cast(a, c), _cast(b, c)
     with np.errstate(all="ignore"):
-        return _finish(np.logical_and(a, b) if dt == _BOOL else np.multiply(a, b), dt)
+        r = _finish(np.logical_and(x, y) if dt == _BOOL else np.multiply(x, y), dt)
+    return with_cpu_layout(r, (a, b))
 
 
 def _div(a, b):
     if _same(a, b) and (a.dtype.kind == "f" and a.dtype.itemsize >= 4 or a.dtype.kind == "c"):
-        r = np.true_divide(a, b)
-        return r if type(r) is _ndarray else np.asarray(r)
-    a, b, dt = _operands(a, b, to_float=True)
+        return _laid_out_fast(np.true_divide(a, b), a, b)
+    x, y, dt = _operands(a, b, to_float=True)
     with np.errstate(all="ignore"):
-        return _finish(np.true_divide(a, b), dt)
+        return with_cpu_layout(_finish(np.true_divide(x, y), dt), (a, b))
 
 
 def _check_int_divisor(a, b):
@@ -1191,17 +1200,42 @@ def _binary_table():
     return table
 
 
+def _laid_out(table, scalars):
+    """The out-of-place kernels of ``table`` with results laid out as CPU's TensorIterator
+    lays them out (:func:`with_cpu_layout`); in-place kernels as they are."""
+
+    def lay_out(kernel):
+        @functools.wraps(kernel)
+        def laid_out(*args, **kwargs):
+            return with_cpu_layout(kernel(*args, **kwargs), args, scalars)
+
+        return laid_out
+
+    return {name: kernel if name.split(".")[0].endswith("_") and not name.startswith("__")
+            else lay_out(kernel) for name, kernel in table.items()}
+
+
 KERNELS = {
     "add.Tensor": _add,
     "add.Scalar": _add,
-    "add_.Tensor": _fast_inplace(np.add, _add, "add_"),
     "sub.Tensor": _sub,
     "sub.Scalar": _sub,
-    "sub_.Tensor": _fast_inplace(np.subtract, _sub, "sub_"),
     "rsub.Tensor": _rsub,
     "rsub.Scalar": _rsub,
     "mul.Tensor": _mul,
     "mul.Scalar": _mul,
+    "div.Tensor": _div,
+    "div.Scalar": _div,
+    **_laid_out({
+        "div.Tensor_mode": _div_mode,
+        "div.Scalar_mode": _div_mode,
+        "lerp.Scalar": _lerp,
+        "lerp.Tensor": _lerp,
+        "addcmul": _addcmul,
+        "addcdiv": _addcdiv,
+    }, scalars=True),
+    "add_.Tensor": _fast_inplace(np.add, _add, "add_"),
+    "sub_.Tensor": _fast_inplace(np.subtract, _sub, "sub_"),
     "mul_.Tensor": _fast_inplace(np.multiply, _mul, "mul_"),
     "div_.Tensor": _fast_inplace(np.true_divide, _div, "div_"),
     "lerp_.Scalar": _inplace(_lerp, "lerp_"),
@@ -1209,23 +1243,17 @@ KERNELS = {
     "addcmul_": _inplace(_addcmul, "addcmul_"),
     "conj_physical_": _inplace(_conj_physical, "conj_physical_"),
     "addcdiv_": _inplace(_addcdiv, "addcdiv_"),
-    "div.Tensor": _div,
-    "div.Scalar": _div,
-    "div.Tensor_mode": _div_mode,
-    "div.Scalar_mode": _div_mode,
-    "clamp": _clamp,
-    "clamp.Tensor": _clamp,
-    "clamp_min": _clamp_min,
-    "clamp_min.Tensor": _clamp_min,
-    "clamp_max": _clamp_max,
-    "clamp_max.Tensor": _clamp_max,
-    "lerp.Scalar": _lerp,
-    "lerp.Tensor": _lerp,
-    "addcmul": _addcmul,
-    "addcdiv": _addcdiv,
+    **_laid_out({
+        "clamp": _clamp,
+        "clamp.Tensor": _clamp,
+        "clamp_min": _clamp_min,
+        "clamp_min.Tensor": _clamp_min,
+        "clamp_max": _clamp_max,
+        "clamp_max.Tensor": _clamp_max,
+    }, scalars=False),
     "fill_.Scalar": _fill,
     "fill_.Tensor": _fill,
     "zero_": _zero,
-    **_unary_table(),
-    **_binary_table(),
+    **_laid_out(_unary_table(), scalars=False),
+    **_laid_out(_binary_table(), scalars=True),
 }

@@ -8,6 +8,8 @@ kernel gives its result (C-contiguous unless the CPU keeps the input's layout).
 import numpy as np
 import torch
 
+from torch_acc import _C
+
 from ._common import as_strided, np_dtype, NUMPY_TO_TORCH, result_type
 
 
@@ -326,40 +328,69 @@ def _stack(tensors, dim=0):
     return _cat([np.expand_dims(t, dim % ndim) for t in tensors], dim % ndim)
 
 
-def _view_as_real(self):
-    if self.dtype.kind != "c":
+def _storage_as(tensor: torch.Tensor, dtype) -> torch.Tensor:
+    """A 1-D tensor of ``dtype`` (half or twice ``tensor``'s element size) over the memory
+    of ``tensor``'s payload from its storage's start to its last element: the base that a
+    view changing the element size is a view of, so that its storage offset is CPU's."""
+    n = tensor.storage_offset() + 1 + sum(
+        (s - 1) * st for s, st in zip(tensor.shape, tensor.stride(), strict=True)
+    )
+    flat = tensor.as_strided((n,), (1,), 0) if tensor.numel() else tensor.as_strided((0,), (1,), 0)
+    return _C.wrap(np.ascontiguousarray(_C.payload(flat)).view(dtype), device=tensor.device)
+
+
+def _view_as_real(self: torch.Tensor) -> torch.Tensor:
+    """As CPU's: a view whose offset and strides count the real dtype's elements."""
+    if not self.is_complex():
         raise RuntimeError("view_as_real is only supported for complex tensors")
-    real = self.real  # a view with self's strides
-    return np.lib.stride_tricks.as_strided(
-        real, self.shape + (2,), self.strides + (real.itemsize,)
+    if self.is_conj():
+        raise RuntimeError(
+            "view_as_real doesn't work on unresolved conjugated tensors.  To resolve the "
+            "conjugate tensor so you can view it as real, use self.resolve_conj(); however, be "
+            "warned that the resulting tensor will NOT alias the original."
+        )
+    real = np.float32 if self.dtype == torch.complex64 else np.float64
+    return _storage_as(self, real).as_strided(
+        (*self.shape, 2), (*(2 * st for st in self.stride()), 1), 2 * self.storage_offset()
     )
 
 
-def _view_as_complex(self):
-    if self.dtype not in (np.float32, np.float64):
+def _view_as_complex(self: torch.Tensor) -> torch.Tensor:
+    """As CPU's: a view whose offset and strides count the complex dtype's elements."""
+    if self.dtype not in (torch.float32, torch.float64):
         raise RuntimeError(
             "view_as_complex is only supported for float and double tensors, but got a tensor "
-            f"of scalar type: {NUMPY_TO_TORCH[self.dtype]}"
+            f"of scalar type: {self.dtype}"
         )
     if self.ndim == 0 or self.shape[-1] != 2:
         raise RuntimeError("Tensor must have a last dimension of size 2")
-    if self.strides[-1] != self.itemsize:
+    if self.stride(-1) != 1:
         raise RuntimeError("Tensor must have a last dimension with stride 1")
-    if any(st % (2 * self.itemsize) for st in self.strides[:-1]):
+    if any(st % 2 for st in self.stride()[:-1]):
         raise RuntimeError("Tensor must have a stride divisible by 2 for all but last dimension")
-    root = self
-    while isinstance(root.base, np.ndarray):
-        root = root.base
-    offset = self.__array_interface__["data"][0] - root.__array_interface__["data"][0]
-    if offset % (2 * self.itemsize):
+    if self.storage_offset() % 2:
         raise RuntimeError("Tensor must have a storage_offset divisible by 2")
-    dtype = np.complex64 if self.dtype == np.float32 else np.complex128
-    return self.view(dtype)[..., 0]
+    complex_dtype = np.complex64 if self.dtype == torch.float32 else np.complex128
+    # Even offset and strides: the storage up to the last element has an even length.
+    return _storage_as(self, complex_dtype).as_strided(
+        self.shape[:-1], tuple(st // 2 for st in self.stride()[:-1]), self.storage_offset() // 2
+    )
+
+
+_lib = None
+
+
+def register_view_kernels() -> None:
+    """Register ``view_as_real`` and ``view_as_complex``, which change the element size, as
+    tensor kernels (once): a payload kernel's result gets storage offset 0, these get CPU's."""
+    global _lib
+    if _lib is None:
+        _lib = torch.library.Library("aten", "IMPL")
+        _lib.impl("view_as_real", _view_as_real, "PrivateUse1")
+        _lib.impl("view_as_complex", _view_as_complex, "PrivateUse1")
 
 
 KERNELS = {
-    "view_as_real": _view_as_real,
-    "view_as_complex": _view_as_complex,
     "empty.memory_format": _empty,
     "empty_strided": _empty_strided,
     "arange.start_out": _arange_out,
