@@ -29,12 +29,14 @@ _VIEWS = {
     _aten.unsqueeze.default: lambda x, d: jax.numpy.expand_dims(x, d % (x.ndim + 1)),
     _aten.squeeze.dim: lambda x, d: x.squeeze(d % x.ndim) if x.ndim and x.shape[d] == 1 else x,
     _aten.squeeze.dims: lambda x, ds: x.squeeze(
-        tuple(d % x.ndim for d in ds if x.ndim and x.shape[d] == 1)),
+        tuple(d % x.ndim for d in ds if x.ndim and x.shape[d] == 1)
+    ),
     _aten.detach.default: lambda x: x,
     _aten.alias.default: lambda x: x,
     _aten.select.int: lambda x, d, i: jax.numpy.take(x, i, axis=d),
     _aten.slice.Tensor: lambda x, d=0, start=None, end=None, step=1: x[
-        (slice(None),) * (d % x.ndim) + (slice(start, end, step),)],
+        (slice(None),) * (d % x.ndim) + (slice(start, end, step),)
+    ],
 }
 
 
@@ -135,8 +137,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs):
             traced = True
         flat = outs if isinstance(outs, tuple | list) else (outs,)
         result = [
-            _C.wrap(JaxPayload(o), device=device) if isinstance(o, jax.Array) else o
-            for o in flat
+            _C.wrap(JaxPayload(o), device=device) if isinstance(o, jax.Array) else o for o in flat
         ]
         return result if isinstance(outs, tuple | list) else result[0]
 

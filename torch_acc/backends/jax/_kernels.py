@@ -9,7 +9,6 @@ PyTorch's type promotion) and returns new cells. The same functions, without cel
 ``torch._decomp``.
 """
 
-import functools
 import math
 
 import jax
@@ -19,7 +18,6 @@ import torch
 from jax import lax
 
 from ._payload import DEVICE, jax_dtype, JaxPayload, JaxView, torch_dtype
-
 
 
 def _unwrap(x):
@@ -277,8 +275,9 @@ def _prod(x, dim=None, keepdim=False, *, dtype=None):
 
 
 def _var(x, dim=None, *, correction=None, keepdim=False):
-    return jnp.var(x, axis=_dims(dim, x.ndim), ddof=1 if correction is None else correction,
-                   keepdims=keepdim)
+    return jnp.var(
+        x, axis=_dims(dim, x.ndim), ddof=1 if correction is None else correction, keepdims=keepdim
+    )
 
 
 def _amax(x, dim=(), keepdim=False):
@@ -376,8 +375,16 @@ def _cat(tensors, dim=0):
     return jnp.concatenate([t.astype(dt) for t in tensors], axis=dim % tensors[0].ndim)
 
 
-def _to_copy(x, *, dtype=None, layout=None, device=None, pin_memory=None,
-             non_blocking=False, memory_format=None):
+def _to_copy(
+    x,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    non_blocking=False,
+    memory_format=None,
+):
     return jnp.array(x, dtype=_dtype(dtype), copy=True)
 
 
@@ -467,13 +474,19 @@ def _scatter_reduce(x, dim, index, src, reduce, *, include_self=True):
 
 
 def _lowest(dt):
-    return -jnp.inf if jnp.issubdtype(dt, jnp.inexact) else (
-        False if dt == jnp.bool_ else jnp.iinfo(dt).min)
+    return (
+        -jnp.inf
+        if jnp.issubdtype(dt, jnp.inexact)
+        else (False if dt == jnp.bool_ else jnp.iinfo(dt).min)
+    )
 
 
 def _highest(dt):
-    return jnp.inf if jnp.issubdtype(dt, jnp.inexact) else (
-        True if dt == jnp.bool_ else jnp.iinfo(dt).max)
+    return (
+        jnp.inf
+        if jnp.issubdtype(dt, jnp.inexact)
+        else (True if dt == jnp.bool_ else jnp.iinfo(dt).max)
+    )
 
 
 def _index_select(x, dim, index):
@@ -557,15 +570,20 @@ def _conv(x, w, bias, stride, padding, dilation, transposed, output_padding, gro
     if nd == w.ndim - 3:  # unbatched input
         x, batched = x[None], False
         nd = x.ndim - 2
-    dims = lax.conv_dimension_numbers(x.shape, w.shape, ("NC" + "DHW"[3 - nd:],
-                                                         "OI" + "DHW"[3 - nd:],
-                                                         "NC" + "DHW"[3 - nd:]))
+    dims = lax.conv_dimension_numbers(
+        x.shape, w.shape, ("NC" + "DHW"[3 - nd :], "OI" + "DHW"[3 - nd :], "NC" + "DHW"[3 - nd :])
+    )
     stride, dilation = _tup(stride, nd), _tup(dilation, nd)
     padding = _tup(padding, nd)
     if not transposed:
         out = lax.conv_general_dilated(
-            x, w, window_strides=stride, padding=[(p, p) for p in padding],
-            rhs_dilation=dilation, dimension_numbers=dims, feature_group_count=groups,
+            x,
+            w,
+            window_strides=stride,
+            padding=[(p, p) for p in padding],
+            rhs_dilation=dilation,
+            dimension_numbers=dims,
+            feature_group_count=groups,
             precision=lax.Precision.HIGHEST,
         )
     else:
@@ -583,8 +601,14 @@ def _conv(x, w, bias, stride, padding, dilation, transposed, output_padding, gro
         ]
         dims = lax.conv_dimension_numbers(x.shape, wt.shape, dims)
         out = lax.conv_general_dilated(
-            x, wt, window_strides=(1,) * nd, padding=pads, lhs_dilation=stride,
-            rhs_dilation=dilation, dimension_numbers=dims, feature_group_count=groups,
+            x,
+            wt,
+            window_strides=(1,) * nd,
+            padding=pads,
+            lhs_dilation=stride,
+            rhs_dilation=dilation,
+            dimension_numbers=dims,
+            feature_group_count=groups,
             precision=lax.Precision.HIGHEST,
         )
     if bias is not None:
@@ -597,8 +621,19 @@ def _tup(v, n):
     return v * n if len(v) == 1 else v
 
 
-def _conv_backward(grad, x, w, bias_sizes, stride, padding, dilation, transposed,
-                   output_padding, groups, output_mask):
+def _conv_backward(
+    grad,
+    x,
+    w,
+    bias_sizes,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+    output_mask,
+):
     def f(x_, w_):
         return _conv(x_, w_, None, stride, padding, dilation, transposed, output_padding, groups)
 
@@ -662,8 +697,12 @@ def _max_pool(nd):
             return jnp.where(take_b, bv, av), jnp.where(take_b, bi, ai)
 
         v, i = lax.reduce_window(
-            (x, flat_idx), (low, jnp.asarray(-1, jnp.int64)), select,
-            (1,) * lead + k, (1,) * lead + s, [(0, 0)] * lead + pads,
+            (x, flat_idx),
+            (low, jnp.asarray(-1, jnp.int64)),
+            select,
+            (1,) * lead + k,
+            (1,) * lead + s,
+            [(0, 0)] * lead + pads,
             window_dilation=(1,) * lead + d,
         )
         return v, i
@@ -686,8 +725,15 @@ def _max_pool_backward(nd):
 
 
 def _avg_pool(nd):
-    def run(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
-            divisor_override=None):
+    def run(
+        x,
+        kernel_size,
+        stride=(),
+        padding=0,
+        ceil_mode=False,
+        count_include_pad=True,
+        divisor_override=None,
+    ):
         padding = [padding] if isinstance(padding, int) else padding
         k, s, d, pads = _pool_window(x, kernel_size, stride, padding, [1], ceil_mode, nd)
         lead = x.ndim - nd
@@ -701,8 +747,9 @@ def _avg_pool(nd):
             # Padding counts, the part of a window past the padding (ceil_mode) does not.
             padded = jnp.pad(ones, [(pp, pp) for pp in p], constant_values=1)
             extra = [(0, hi - pp) for (lo, hi), pp in zip(pads, p, strict=True)]
-            count = lax.reduce_window(padded, jnp.asarray(0, x.dtype), lax.add, k, s,
-                                      [(0, max(e, 0)) for _, e in extra])
+            count = lax.reduce_window(
+                padded, jnp.asarray(0, x.dtype), lax.add, k, s, [(0, max(e, 0)) for _, e in extra]
+            )
         else:
             count = lax.reduce_window(ones, jnp.asarray(0, x.dtype), lax.add, k, s, pads)
         return total / count
@@ -711,11 +758,11 @@ def _avg_pool(nd):
 
 
 def _avg_pool_backward(nd):
-    def run(grad, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
-            divisor_override):
+    def run(grad, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
         def f(x_):
-            return _avg_pool(nd)(x_, kernel_size, stride, padding, ceil_mode,
-                                 count_include_pad, divisor_override)
+            return _avg_pool(nd)(
+                x_, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+            )
 
         _, vjp = jax.vjp(f, x)
         return vjp(grad)[0]
@@ -733,8 +780,9 @@ def _adaptive_avg_pool(nd):
             parts = []
             for j in range(o):
                 lo, hi = (j * n) // o, -((-(j + 1) * n) // o)
-                parts.append(jnp.mean(lax.slice_in_dim(out, lo, hi, axis=axis), axis=axis,
-                                      keepdims=True))
+                parts.append(
+                    jnp.mean(lax.slice_in_dim(out, lo, hi, axis=axis), axis=axis, keepdims=True)
+                )
             out = jnp.concatenate(parts, axis=axis)
         return out
 
@@ -803,58 +851,117 @@ def _nll_loss_backward(grad, x, target, weight, reduction, ignore_index, total_w
     return out[0] if squeeze else out
 
 
-
 # --- the table --------------------------------------------------------------------------------
 
 _UNARY_FLOAT = {
-    "exp": jnp.exp, "exp2": jnp.exp2, "expm1": jnp.expm1, "log": jnp.log, "log2": jnp.log2,
-    "log10": jnp.log10, "log1p": jnp.log1p, "sin": jnp.sin, "cos": jnp.cos, "tan": jnp.tan,
-    "asin": jnp.arcsin, "acos": jnp.arccos, "atan": jnp.arctan, "sinh": jnp.sinh,
-    "cosh": jnp.cosh, "tanh": jnp.tanh, "asinh": jnp.arcsinh, "acosh": jnp.arccosh,
-    "atanh": jnp.arctanh, "sqrt": jnp.sqrt, "rsqrt": lax.rsqrt, "reciprocal": jnp.reciprocal,
-    "sigmoid": jax.nn.sigmoid, "erf": jax.scipy.special.erf, "erfc": jax.scipy.special.erfc,
-    "erfinv": jax.scipy.special.erfinv, "lgamma": jax.scipy.special.gammaln,
-    "digamma": jax.scipy.special.digamma, "i0": jax.scipy.special.i0,
-    "special_i0e": jax.scipy.special.i0e, "special_i1": jax.scipy.special.i1,
-    "special_i1e": jax.scipy.special.i1e, "special_ndtri": jax.scipy.special.ndtri,
-    "special_erfcx": jax.scipy.special.erfcx, "sinc": jnp.sinc, "deg2rad": jnp.deg2rad,
-    "rad2deg": jnp.rad2deg, "angle": jnp.angle,
+    "exp": jnp.exp,
+    "exp2": jnp.exp2,
+    "expm1": jnp.expm1,
+    "log": jnp.log,
+    "log2": jnp.log2,
+    "log10": jnp.log10,
+    "log1p": jnp.log1p,
+    "sin": jnp.sin,
+    "cos": jnp.cos,
+    "tan": jnp.tan,
+    "asin": jnp.arcsin,
+    "acos": jnp.arccos,
+    "atan": jnp.arctan,
+    "sinh": jnp.sinh,
+    "cosh": jnp.cosh,
+    "tanh": jnp.tanh,
+    "asinh": jnp.arcsinh,
+    "acosh": jnp.arccosh,
+    "atanh": jnp.arctanh,
+    "sqrt": jnp.sqrt,
+    "rsqrt": lax.rsqrt,
+    "reciprocal": jnp.reciprocal,
+    "sigmoid": jax.nn.sigmoid,
+    "erf": jax.scipy.special.erf,
+    "erfc": jax.scipy.special.erfc,
+    "erfinv": jax.scipy.special.erfinv,
+    "lgamma": jax.scipy.special.gammaln,
+    "digamma": jax.scipy.special.digamma,
+    "i0": jax.scipy.special.i0,
+    "special_i0e": jax.scipy.special.i0e,
+    "special_i1": jax.scipy.special.i1,
+    "special_i1e": jax.scipy.special.i1e,
+    "special_ndtri": jax.scipy.special.ndtri,
+    "special_erfcx": jax.scipy.special.erfcx,
+    "sinc": jnp.sinc,
+    "deg2rad": jnp.deg2rad,
+    "rad2deg": jnp.rad2deg,
+    "angle": jnp.angle,
 }
 
 _UNARY = {
-    "abs": jnp.abs, "neg": jnp.negative, "floor": jnp.floor, "ceil": jnp.ceil,
-    "trunc": jnp.trunc, "frac": lambda x: x - jnp.trunc(x), "sign": _sign, "sgn": _sign,
-    "relu": jax.nn.relu, "logical_not": jnp.logical_not, "bitwise_not": jnp.invert,
-    "isnan": jnp.isnan, "isinf": jnp.isinf, "isfinite": jnp.isfinite, "signbit": jnp.signbit,
-    "conj_physical": jnp.conj, "positive": lambda x: x, "silu": jax.nn.silu,
-    "mish": lambda x: x * jnp.tanh(jax.nn.softplus(x)), "hardsigmoid": jax.nn.hard_sigmoid,
-    "hardswish": jax.nn.hard_swish, "isposinf": jnp.isposinf, "isneginf": jnp.isneginf,
+    "abs": jnp.abs,
+    "neg": jnp.negative,
+    "floor": jnp.floor,
+    "ceil": jnp.ceil,
+    "trunc": jnp.trunc,
+    "frac": lambda x: x - jnp.trunc(x),
+    "sign": _sign,
+    "sgn": _sign,
+    "relu": jax.nn.relu,
+    "logical_not": jnp.logical_not,
+    "bitwise_not": jnp.invert,
+    "isnan": jnp.isnan,
+    "isinf": jnp.isinf,
+    "isfinite": jnp.isfinite,
+    "signbit": jnp.signbit,
+    "conj_physical": jnp.conj,
+    "positive": lambda x: x,
+    "silu": jax.nn.silu,
+    "mish": lambda x: x * jnp.tanh(jax.nn.softplus(x)),
+    "hardsigmoid": jax.nn.hard_sigmoid,
+    "hardswish": jax.nn.hard_swish,
+    "isposinf": jnp.isposinf,
+    "isneginf": jnp.isneginf,
 }
 
 _BINARY = {
-    "mul.Tensor": jnp.multiply, "div.Tensor": lambda a, b: jnp.true_divide(_float(a), b),
-    "remainder.Tensor": _remainder, "remainder.Scalar": _remainder,
-    "remainder.Scalar_Tensor": _remainder, "fmod.Tensor": _fmod, "fmod.Scalar": _fmod,
+    "mul.Tensor": jnp.multiply,
+    "div.Tensor": lambda a, b: jnp.true_divide(_float(a), b),
+    "remainder.Tensor": _remainder,
+    "remainder.Scalar": _remainder,
+    "remainder.Scalar_Tensor": _remainder,
+    "fmod.Tensor": _fmod,
+    "fmod.Scalar": _fmod,
     "atan2.default": lambda a, b: jnp.arctan2(_float(a), b),
-    "maximum.default": jnp.maximum, "minimum.default": jnp.minimum,
-    "fmax.default": jnp.fmax, "fmin.default": jnp.fmin,
-    "hypot.default": jnp.hypot, "copysign.Tensor": lambda a, b: jnp.copysign(_float(a), b),
-    "nextafter.default": jnp.nextafter, "logaddexp.default": jnp.logaddexp,
+    "maximum.default": jnp.maximum,
+    "minimum.default": jnp.minimum,
+    "fmax.default": jnp.fmax,
+    "fmin.default": jnp.fmin,
+    "hypot.default": jnp.hypot,
+    "copysign.Tensor": lambda a, b: jnp.copysign(_float(a), b),
+    "nextafter.default": jnp.nextafter,
+    "logaddexp.default": jnp.logaddexp,
     "logaddexp2.default": jnp.logaddexp2,
     "xlogy.Tensor": lambda a, b: jax.scipy.special.xlogy(_float(a), b),
     "special_xlog1py.default": lambda a, b: jax.scipy.special.xlog1py(_float(a), b),
-    "pow.Tensor_Tensor": _pow, "pow.Tensor_Scalar": _pow, "pow.Scalar": _pow,
-    "bitwise_and.Tensor": _bitwise(jnp.bitwise_and), "bitwise_or.Tensor": _bitwise(jnp.bitwise_or),
+    "pow.Tensor_Tensor": _pow,
+    "pow.Tensor_Scalar": _pow,
+    "pow.Scalar": _pow,
+    "bitwise_and.Tensor": _bitwise(jnp.bitwise_and),
+    "bitwise_or.Tensor": _bitwise(jnp.bitwise_or),
     "bitwise_xor.Tensor": _bitwise(jnp.bitwise_xor),
-    "bitwise_left_shift.Tensor": _shift(True), "bitwise_right_shift.Tensor": _shift(False),
+    "bitwise_left_shift.Tensor": _shift(True),
+    "bitwise_right_shift.Tensor": _shift(False),
     "logical_and.default": _logical(jnp.logical_and),
     "logical_or.default": _logical(jnp.logical_or),
     "logical_xor.default": _logical(jnp.logical_xor),
     "div.Tensor_mode": _div_mode,
     "heaviside.default": lambda a, b: jnp.where(a == 0, b, (a > 0).astype(a.dtype)),
 }
-for _cmp, _f in (("eq", jnp.equal), ("ne", jnp.not_equal), ("lt", jnp.less),
-                 ("le", jnp.less_equal), ("gt", jnp.greater), ("ge", jnp.greater_equal)):
+for _cmp, _f in (
+    ("eq", jnp.equal),
+    ("ne", jnp.not_equal),
+    ("lt", jnp.less),
+    ("le", jnp.less_equal),
+    ("gt", jnp.greater),
+    ("ge", jnp.greater_equal),
+):
     _BINARY[f"{_cmp}.Tensor"] = _f
     _BINARY[f"{_cmp}.Scalar"] = _f
 
@@ -885,10 +992,12 @@ LOWERINGS = {
     "logit.default": _logit,
     "hardtanh.default": lambda x, min_val=-1, max_val=1: jnp.clip(x, min_val, max_val),
     "leaky_relu.default": lambda x, s=0.01: jnp.where(x > 0, x, x * s),
-    "elu.default": lambda x, alpha=1, scale=1, input_scale=1: scale * jnp.where(
-        x > 0, x, alpha * jnp.expm1(x * input_scale)),
+    "elu.default": lambda x, alpha=1, scale=1, input_scale=1: (
+        scale * jnp.where(x > 0, x, alpha * jnp.expm1(x * input_scale))
+    ),
     "softplus.default": lambda x, beta=1, threshold=20: jnp.where(
-        x * beta > threshold, x, jnp.log1p(jnp.exp(x * beta)) / beta),
+        x * beta > threshold, x, jnp.log1p(jnp.exp(x * beta)) / beta
+    ),
     "sum.dim_IntList": _sum,
     "sum.default": lambda x, *, dtype=None: _sum(x, None, dtype=dtype),
     "mean.dim": _mean,
@@ -902,10 +1011,12 @@ LOWERINGS = {
     "min.default": lambda x: jnp.min(x),
     "max.dim": _minmax_dim(jnp.max, _argmax_nan),
     "min.dim": _minmax_dim(jnp.min, _argmin_nan),
-    "argmax.default": _arg(lambda x, **kw: _argmax_nan(x, kw.get("axis"), kw.get("keepdims",
-                                                                                  False))),
-    "argmin.default": _arg(lambda x, **kw: _argmin_nan(x, kw.get("axis"), kw.get("keepdims",
-                                                                                  False))),
+    "argmax.default": _arg(
+        lambda x, **kw: _argmax_nan(x, kw.get("axis"), kw.get("keepdims", False))
+    ),
+    "argmin.default": _arg(
+        lambda x, **kw: _argmin_nan(x, kw.get("axis"), kw.get("keepdims", False))
+    ),
     "any.default": lambda x: jnp.any(x),
     "any.dim": _any,
     "any.dims": _any,

@@ -30,8 +30,10 @@ class JaxGenerator:
         return self._seed
 
     def get_state(self) -> torch.Tensor:
-        words = torch.tensor([self._seed - (1 << 64) if self._seed >= 1 << 63 else self._seed,
-                              self._counter], dtype=torch.int64)
+        words = torch.tensor(
+            [self._seed - (1 << 64) if self._seed >= 1 << 63 else self._seed, self._counter],
+            dtype=torch.int64,
+        )
         return words.view(torch.uint8).clone()
 
     def set_state(self, state: torch.Tensor) -> None:
@@ -68,13 +70,13 @@ def _float_dtype(x):
 
 
 def _uniform_(x, from_=0.0, to=1.0, *, generator=None):
-    return jax.random.uniform(_key(generator), x.shape, _float_dtype(x), from_, to).astype(
-        x.dtype)
+    return jax.random.uniform(_key(generator), x.shape, _float_dtype(x), from_, to).astype(x.dtype)
 
 
 def _normal_(x, mean=0.0, std=1.0, *, generator=None):
     return (jax.random.normal(_key(generator), x.shape, _float_dtype(x)) * std + mean).astype(
-        x.dtype)
+        x.dtype
+    )
 
 
 def _bernoulli_(x, p=0.5, *, generator=None):
@@ -87,14 +89,14 @@ def _bernoulli(x, *, generator=None):
 
 def _exponential_(x, lambd=1.0, *, generator=None):
     return (jax.random.exponential(_key(generator), x.shape, _float_dtype(x)) / lambd).astype(
-        x.dtype)
+        x.dtype
+    )
 
 
 def _random_range(x, low, high, generator):
     if x.dtype == jnp.bool_:
         return jax.random.bernoulli(_key(generator), 0.5, x.shape)
-    return jax.random.randint(_key(generator), x.shape, low, high, dtype=jnp.int64).astype(
-        x.dtype)
+    return jax.random.randint(_key(generator), x.shape, low, high, dtype=jnp.int64).astype(x.dtype)
 
 
 def _default_high(x):
