@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from jax import lax
 
-from ._payload import DEVICE, jax_dtype, JaxPayload, JaxView, torch_dtype
+from ._payload import dense_layout, jax_dtype, JaxPayload, JaxView
 
 
 def _unwrap(x):
@@ -31,8 +31,10 @@ def _unwrap(x):
 
 def _key(x):
     t = type(x)
-    if t is JaxPayload or t is JaxView:
-        return (x.shape, x.dtype)
+    if t is JaxPayload:
+        return (x.shape, x.dtype, x.layout)
+    if t is JaxView:
+        return (x.shape, x.dtype, x.stride)
     if t is list or t is tuple:
         return tuple(_key(i) for i in x)
     if t in (int, float, bool, str, complex) or x is None or isinstance(x, torch.dtype):
@@ -42,8 +44,12 @@ def _key(x):
 
 def _standin(x):
     t = type(x)
-    if t is JaxPayload or t is JaxView:
-        return torch.empty(x.shape, dtype=x.dtype, device="meta")
+    if t is JaxPayload:
+        if x.layout is None:
+            return torch.empty(x.shape, dtype=x.dtype, device="meta")
+        return torch.empty_strided(x.shape, x.layout, dtype=x.dtype, device="meta")
+    if t is JaxView:
+        return torch.empty_strided(x.shape, x.stride, dtype=x.dtype, device="meta")
     if t is list or t is tuple:
         return [_standin(i) for i in x]
     if isinstance(x, int | float | bool | str | complex | torch.dtype) or x is None:
@@ -54,9 +60,9 @@ def _standin(x):
 _meta_cache: dict = {}
 
 
-def result_dtypes(op, args, kwargs):
-    """The dtypes of ``op``'s tensor results for these arguments (its meta function), or None
-    where the meta function cannot tell."""
+def result_meta(op, args, kwargs):
+    """``(dtype, layout)`` of each of ``op``'s tensor results for these arguments (its meta
+    function; layout as :func:`dense_layout`), or None where the meta function cannot tell."""
     key = (op, _key(args), _key(tuple(sorted(kwargs.items()))))
     try:
         return _meta_cache[key]
@@ -65,7 +71,10 @@ def result_dtypes(op, args, kwargs):
     try:
         out = op(*_standin(list(args)), **{k: _standin(v) for k, v in kwargs.items()})
         outs = out if isinstance(out, tuple | list) else (out,)
-        dtypes = tuple(o.dtype if isinstance(o, torch.Tensor) else None for o in outs)
+        dtypes = tuple(
+            (o.dtype, dense_layout(o.shape, o.stride())) if isinstance(o, torch.Tensor) else None
+            for o in outs
+        )
     except Exception:  # noqa: BLE001 - no meta function or a data-dependent one
         dtypes = None
     if len(_meta_cache) > 65536:
@@ -86,6 +95,23 @@ def cast_results(out, dtypes):
             o if d is None or o is None else _as(o, d) for o, d in zip(out, dtypes, strict=False)
         )
     return out if dtypes[0] is None else _as(out, dtypes[0])
+
+
+def _results(out, meta):
+    """New cells for what a lowering returned, in the dtypes and layouts of ``meta``."""
+    if meta is None:
+        return _wrap(out)
+    if isinstance(out, tuple | list):
+        return type(out)(_cell(o, m) for o, m in zip(out, meta, strict=False))
+    return _cell(out, meta[0])
+
+
+def _cell(out, meta):
+    if out is None:
+        return None
+    if meta is None:
+        return JaxPayload(jnp.asarray(out))
+    return JaxPayload(_as(out, meta[0]), meta[1])
 
 
 def _as(a, dtype):
@@ -112,9 +138,9 @@ def kernel(name: str, fn):
     op = _op(name)
 
     def run(*args, **kwargs):
-        dtypes = result_dtypes(op, args, kwargs)
+        meta = result_meta(op, args, kwargs)
         out = fn(*_unwrap(list(args)), **{k: _unwrap(v) for k, v in kwargs.items()})
-        return _wrap(cast_results(out, dtypes))
+        return _results(out, meta)
 
     run.__qualname__ = f"jax_{name}"
     return run
@@ -147,7 +173,9 @@ def _dims(dim, ndim):
         return tuple(range(ndim))
     if isinstance(dim, int):
         dim = (dim,)
-    return tuple(d % max(ndim, 1) for d in dim)
+    if ndim == 0:
+        return ()
+    return tuple(d % ndim for d in dim)
 
 
 def _dtype(dtype):
@@ -293,7 +321,7 @@ def _arg(f):
         if dim is None:
             r = f(x.reshape(-1))
             return r.reshape((1,) * x.ndim) if keepdim else r
-        return f(x, axis=dim % max(x.ndim, 1), keepdims=keepdim) if x.ndim else f(x.reshape(-1))[0]
+        return f(x, axis=dim % x.ndim, keepdims=keepdim) if x.ndim else f(x.reshape(-1))
 
     return run
 
@@ -424,6 +452,8 @@ def _along(x, dim, index):
 
 
 def _gather(x, dim, index, *, sparse_grad=False):
+    if index.size == 0:
+        return jnp.zeros(index.shape, x.dtype)
     if x.ndim == 0:
         return x.reshape(index.shape)
     return x[_along(x, dim % x.ndim, index)]
@@ -431,8 +461,11 @@ def _gather(x, dim, index, *, sparse_grad=False):
 
 def _scatter(x, dim, index, src, reduce=None):
     if x.ndim == 0:
-        return jnp.asarray(src, x.dtype).reshape(()) if index.size else x
+        x1 = _scatter(x.reshape(1), 0, index.reshape(-1), jnp.asarray(src).reshape(-1), reduce)
+        return x1.reshape(())
     src = jnp.asarray(src, x.dtype)
+    if index.size == 0:
+        return x
     if src.ndim:
         src = src[tuple(slice(0, n) for n in index.shape)]
     at = x.at[_along(x, dim % x.ndim, index)]
@@ -510,6 +543,8 @@ def _roll(x, shifts, dims=()):
 
 
 def _nonzero(x):
+    if x.ndim == 0:
+        return jnp.zeros((int(x.astype(bool)), 0), jnp.int64)
     return jnp.stack(jnp.nonzero(x), axis=-1).reshape(-1, x.ndim)
 
 
@@ -562,6 +597,15 @@ def _mm(a, b):
 def _addmm(x, a, b, *, beta=1, alpha=1):
     out = alpha * _mm(a, b)
     return out if beta == 0 else beta * x + out
+
+
+def _addmv(x, a, v, *, beta=1, alpha=1):
+    out = alpha * _mm(a, v)
+    return out if beta == 0 else beta * x + out
+
+
+def _baddbmm(x, a, b, *, beta=1, alpha=1):
+    return _addmv(x, a, b, beta=beta, alpha=alpha)
 
 
 def _conv(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
@@ -1059,6 +1103,9 @@ LOWERINGS = {
     "bmm.default": _mm,
     "dot.default": _mm,
     "addmm.default": _addmm,
+    "mv.default": _mm,
+    "addmv.default": _addmv,
+    "baddbmm.default": _baddbmm,
     "convolution.default": _conv,
     "convolution_backward.default": _conv_backward,
     "_softmax.default": _softmax,
@@ -1089,4 +1136,4 @@ KERNELS = {name: kernel(name, fn) for name, fn in LOWERINGS.items()}
 # tensor and copy_) also takes CPU tensors to the device.
 LOWERINGS["_to_copy.default"] = _to_copy
 
-__all__ = ["DEVICE", "KERNELS", "LOWERINGS", "kernel", "result_dtypes", "torch_dtype"]
+__all__ = ["KERNELS", "LOWERINGS", "cast_results", "kernel", "result_meta"]

@@ -72,14 +72,21 @@ def torch_dtype(dtype) -> torch.dtype:
 
 
 class JaxPayload:
-    """The payload of a slot: a cell holding a jax.Array (replaced, never written)."""
+    """The payload of a slot: a cell holding a jax.Array (replaced, never written).
 
-    __slots__ = ("array", "shape", "dtype")
+    ``layout`` is None for a row-major payload, else the element strides of a dense one laid
+    out in another order (a channels-last result, as CPU gives for channels-last inputs); the
+    array itself is always in logical order, ``strides`` (bytes) tells torch_acc the layout.
+    """
 
-    def __init__(self, array):
+    __slots__ = ("array", "shape", "dtype", "layout", "strides")
+
+    def __init__(self, array, layout=None):
         self.array = array
         self.shape = tuple(array.shape)
         self.dtype = JAX_TO_TORCH[array.dtype]
+        self.layout = layout
+        self.strides = None if layout is None else tuple(s * array.dtype.itemsize for s in layout)
 
     def __repr__(self) -> str:
         return f"JaxPayload({self.array!r})"
@@ -99,21 +106,53 @@ class JaxView:
 
     @property
     def array(self):
-        base = self.base.array
-        n = base.size
-        if self.offset == 0 and _contiguous(self.shape, self.stride) and _numel(self.shape) == n:
-            return base.reshape(self.shape)
-        return base.reshape(-1)[_index(self.shape, self.stride, self.offset)]
+        base = self.base
+        if self.offset == 0 and self.shape == base.shape:
+            if base.layout is None and _contiguous(self.shape, self.stride):
+                return base.array
+            if base.layout is not None and self.stride == base.layout:
+                return base.array
+        index = _index(self.shape, self.stride, self.offset)
+        return memory(base)[index]
 
     def __repr__(self) -> str:
         return f"JaxView({self.array!r})"
 
 
-def _numel(shape) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
+def _order(layout) -> tuple:
+    """The dimensions of a dense layout from the outermost in memory to the innermost."""
+    return tuple(sorted(range(len(layout)), key=lambda d: -layout[d]))
+
+
+def memory(cell: JaxPayload):
+    """The elements of a cell in memory order, flat."""
+    if cell.layout is None:
+        return cell.array.reshape(-1)
+    return cell.array.transpose(_order(cell.layout)).reshape(-1)
+
+
+def set_memory(cell: JaxPayload, flat) -> None:
+    """Gives ``cell`` the elements ``flat`` (in memory order)."""
+    if cell.layout is None:
+        cell.array = flat.reshape(cell.shape)
+        return
+    order = _order(cell.layout)
+    permuted = flat.reshape(tuple(cell.shape[d] for d in order))
+    cell.array = permuted.transpose(tuple(np.argsort(order)))
+
+
+def dense_layout(shape, strides):
+    """``strides`` if they lay ``shape`` out densely in some order other than row-major, else
+    None (row-major, or not dense: such a result is given row-major)."""
+    strides = tuple(strides)
+    if _contiguous(shape, strides):
+        return None
+    expected = 1
+    for d in sorted(range(len(shape)), key=lambda d: (strides[d], shape[d])):
+        if shape[d] != 1 and strides[d] != expected:
+            return None
+        expected *= shape[d]
+    return strides
 
 
 def _contiguous(shape, stride) -> bool:
@@ -186,7 +225,7 @@ def copy_into(dst, src):
     """A new cell for a whole payload; for a view, the values scattered into its base cell."""
     value = _values(src, dst.shape, dst.dtype)
     if type(dst) is JaxPayload:
-        return JaxPayload(value)
+        return JaxPayload(value, dst.layout)
     if any(s == 0 and n > 1 for n, s in zip(dst.shape, dst.stride, strict=True)):
         raise RuntimeError(
             "copy_: unsupported operation: more than one element of the written-to tensor "
@@ -194,7 +233,6 @@ def copy_into(dst, src):
             "the operation."
         )
     base = dst.base
-    flat = base.array.reshape(-1)
     index = _index(dst.shape, dst.stride, dst.offset)
-    base.array = flat.at[index.reshape(-1)].set(value.reshape(-1)).reshape(base.shape)
+    set_memory(base, memory(base).at[index.reshape(-1)].set(value.reshape(-1)))
     return dst
