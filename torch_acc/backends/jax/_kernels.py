@@ -1031,6 +1031,8 @@ LOWERINGS = {
     "round.default": _round,
     "round.decimals": _round,
     "fill.Scalar": _fill,
+    "fill.Tensor": _fill,
+    "zero.default": jnp.zeros_like,
     "nan_to_num.default": _nan_to_num,
     "threshold_backward.default": _threshold_backward,
     "logit.default": _logit,
