@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import torch
 
 from ._kernels import kernel
-from ._payload import DEVICE, jax_dtype
+from ._payload import DEVICE
 
 _DEFAULT_SEED = 67280421310721
 
@@ -53,16 +53,10 @@ class JaxGenerator:
         return key
 
 
-def _generator(generator):
-    if generator is None:
-        from torch_acc import _C
-
-        return _C.default_generator(_C.current_device())
-    return generator
-
-
-def _key(generator):
-    return _generator(generator).next_key()
+def _key(generator: JaxGenerator):
+    """A fresh key of ``generator`` (the bridge passes the device's default one when the
+    caller gives none)."""
+    return generator.next_key()
 
 
 def _float_dtype(x):
@@ -119,16 +113,8 @@ def _random_from(x, from_, to=None, *, generator=None):
     return _random_range(x, from_, _default_high(x) if to is None else to, generator)
 
 
-def _native_dropout(x, p, train):
-    if not train or p == 0:
-        return x, jnp.ones(x.shape, jnp.bool_)
-    keep = jax.random.bernoulli(_key(None), 1 - p, x.shape)
-    scale = 0.0 if p == 1 else 1 / (1 - p)
-    return jnp.where(keep, x * scale, 0).astype(x.dtype), keep
-
-
-def _randperm(n, *, dtype=torch.int64, layout=None, device=None, pin_memory=None):
-    return jax.random.permutation(_key(None), n).astype(jax_dtype(dtype or torch.int64))
+def _randperm_out(n, *, generator, out):
+    return jax.random.permutation(_key(generator), n).astype(out.dtype)
 
 
 _RANDOM = {
@@ -140,8 +126,7 @@ _RANDOM = {
     "random_.default": _random_,
     "random_.to": _random_to,
     "random_.from": _random_from,
-    "native_dropout.default": _native_dropout,
-    "randperm.default": _randperm,
+    "randperm.generator_out": _randperm_out,
 }
 
 KERNELS = {name: kernel(name, fn) for name, fn in _RANDOM.items()}
