@@ -68,11 +68,13 @@ def setup() -> str:
     global _registered
     setup_privateuseone_for_python_backend(DEVICE, hook=_Hooks(), device_guard=_Guard())
     if not _registered:
+        # Dynamo must not trace into JAX from eager code between a compiled function's graph
+        # breaks (a backward inside it): the functions that call JAX are hidden from it.
         library.impl_payload(
             as_strided=_payload.as_strided,
-            to_cpu=_payload.to_cpu,
-            from_cpu=_payload.from_cpu,
-            copy_into=_payload.copy_into,
+            to_cpu=torch.compiler.disable(_payload.to_cpu),
+            from_cpu=torch.compiler.disable(_payload.from_cpu),
+            copy_into=torch.compiler.disable(_payload.copy_into),
         )
         kernels = dict(_kernels.KERNELS)
         kernels.update(_random.KERNELS)

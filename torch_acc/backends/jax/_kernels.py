@@ -114,8 +114,12 @@ def _cell(out, meta):
     return JaxPayload(_as(out, meta[0]), meta[1])
 
 
+_Array = type(jnp.zeros(()))
+
+
 def _as(a, dtype):
-    a = jnp.asarray(a)
+    if type(a) is not _Array:
+        a = jnp.asarray(a)
     want = jax_dtype(dtype)
     return a if a.dtype == want else a.astype(want)
 
@@ -143,7 +147,9 @@ def kernel(name: str, fn):
         return _results(out, meta)
 
     run.__qualname__ = f"jax_{name}"
-    return run
+    # A kernel can run while Dynamo's frame hook is set (eager code between graph breaks of a
+    # compiled function): Dynamo must not try to trace into JAX (about 1 us a call).
+    return torch.compiler.disable(run)
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -897,6 +903,27 @@ def _nll_loss_backward(grad, x, target, weight, reduction, ignore_index, total_w
 
 # --- the table --------------------------------------------------------------------------------
 
+
+# The hot arithmetic goes through jax.Array's operators, which dispatch in a tenth of the
+# time of the jnp ufunc objects (about 15 us against 140 us for 4x4 operands on a CPU).
+def _add(a, b, *, alpha=1):
+    if type(a) is not _Array:
+        a = jnp.asarray(a)
+    return a + (b if alpha == 1 else b * alpha)
+
+
+def _sub(a, b, *, alpha=1):
+    if type(a) is not _Array:
+        a = jnp.asarray(a)
+    return a - (b if alpha == 1 else b * alpha)
+
+
+def _mul(a, b):
+    if type(a) is not _Array:
+        a = jnp.asarray(a)
+    return a * b
+
+
 _UNARY_FLOAT = {
     "exp": jnp.exp,
     "exp2": jnp.exp2,
@@ -920,7 +947,7 @@ _UNARY_FLOAT = {
     "sqrt": jnp.sqrt,
     "rsqrt": lax.rsqrt,
     "reciprocal": jnp.reciprocal,
-    "sigmoid": jax.nn.sigmoid,
+    "sigmoid": lax.logistic,
     "erf": jax.scipy.special.erf,
     "erfc": jax.scipy.special.erfc,
     "erfinv": jax.scipy.special.erfinv,
@@ -947,7 +974,7 @@ _UNARY = {
     "frac": lambda x: x - jnp.trunc(x),
     "sign": _sign,
     "sgn": _sign,
-    "relu": jax.nn.relu,
+    "relu": lambda x: jnp.maximum(x, jnp.zeros((), x.dtype)),
     "logical_not": jnp.logical_not,
     "bitwise_not": jnp.invert,
     "isnan": jnp.isnan,
@@ -956,7 +983,7 @@ _UNARY = {
     "signbit": jnp.signbit,
     "conj_physical": jnp.conj,
     "positive": lambda x: x,
-    "silu": jax.nn.silu,
+    "silu": lambda x: x * lax.logistic(x),
     "mish": lambda x: x * jnp.tanh(jax.nn.softplus(x)),
     "hardsigmoid": jax.nn.hard_sigmoid,
     "hardswish": jax.nn.hard_swish,
@@ -965,7 +992,7 @@ _UNARY = {
 }
 
 _BINARY = {
-    "mul.Tensor": jnp.multiply,
+    "mul.Tensor": _mul,
     "div.Tensor": lambda a, b: jnp.true_divide(_float(a), b),
     "remainder.Tensor": _remainder,
     "remainder.Scalar": _remainder,
@@ -1008,14 +1035,6 @@ for _cmp, _f in (
 ):
     _BINARY[f"{_cmp}.Tensor"] = _f
     _BINARY[f"{_cmp}.Scalar"] = _f
-
-
-def _add(a, b, *, alpha=1):
-    return jnp.add(a, b if alpha == 1 else jnp.multiply(b, alpha))
-
-
-def _sub(a, b, *, alpha=1):
-    return jnp.subtract(a, b if alpha == 1 else jnp.multiply(b, alpha))
 
 
 LOWERINGS = {

@@ -112,8 +112,7 @@ class JaxView:
                 return base.array
             if base.layout is not None and self.stride == base.layout:
                 return base.array
-        index = _index(self.shape, self.stride, self.offset)
-        return memory(base)[index]
+        return strided(memory(base), self.shape, self.stride, self.offset)
 
     def __repr__(self) -> str:
         return f"JaxView({self.array!r})"
@@ -162,6 +161,40 @@ def _contiguous(shape, stride) -> bool:
             return False
         expected *= n
     return True
+
+
+def strided(flat, shape, stride, offset):
+    """The view ``(shape, stride, offset)`` of the flat array ``flat``: static slices and
+    reshapes where the view's dimensions nest (every one a whole number of the next one's
+    steps, as basic indexing, transposes and expands give), else a gather."""
+    shape, stride = tuple(shape), tuple(stride)
+    if 0 in shape:
+        return jnp.zeros(shape, flat.dtype)
+    dims = [d for d in range(len(shape)) if shape[d] != 1 and stride[d] != 0]
+    order = sorted(dims, key=lambda d: -stride[d])
+    nested = all(
+        stride[a] % stride[b] == 0 and stride[a] >= shape[b] * stride[b]
+        for a, b in zip(order, order[1:], strict=False)
+    )
+    if not nested:
+        return flat[_index(shape, stride, offset)]
+    if not order:
+        value = flat[offset]
+    else:
+        first = order[0]
+        span = shape[first] * stride[first]
+        seg = flat[offset : offset + span]
+        if seg.shape[0] < span:
+            seg = jnp.pad(seg, (0, span - seg.shape[0]))
+        value = seg.reshape(shape[first], stride[first])
+        for d in order[1:]:
+            value = value[..., : shape[d] * stride[d]]
+            value = value.reshape(value.shape[:-1] + (shape[d], stride[d]))
+        value = value[..., 0]
+        # Dimensions in stride order, then in the view's order.
+        value = value.transpose(tuple(np.argsort([dims.index(d) for d in order])))
+    kept = tuple(shape[d] if d in dims else 1 for d in range(len(shape)))
+    return jnp.broadcast_to(value.reshape(kept), shape)
 
 
 @functools.lru_cache(maxsize=1024)
