@@ -530,7 +530,7 @@ def _highest(dt):
 
 def _index_select(x, dim, index):
     if x.ndim == 0:
-        return x.reshape(index.shape) if index.ndim else x
+        return x
     return jnp.take(x, index.reshape(-1), axis=dim % x.ndim)
 
 
@@ -861,6 +861,13 @@ def _layer_norm(x, normalized_shape, weight, bias, eps):
     return out.astype(x.dtype), mean, rstd
 
 
+def _embedding_renorm_(weight, indices, max_norm, norm_type):
+    rows = jnp.unique(indices.reshape(-1))
+    norms = jnp.sum(jnp.abs(weight[rows]) ** norm_type, axis=1) ** (1 / norm_type)
+    scale = jnp.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+    return weight.at[rows].multiply(scale[:, None].astype(weight.dtype))
+
+
 def _embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq):
     flat = indices.reshape(-1)
     g = grad.reshape(flat.shape[0], -1)
@@ -1143,6 +1150,7 @@ LOWERINGS = {
     "_adaptive_avg_pool2d_backward.default": _adaptive_avg_pool_backward(2),
     "native_layer_norm.default": _layer_norm,
     "embedding_dense_backward.default": _embedding_dense_backward,
+    "embedding_renorm_.default": _embedding_renorm_,
     "nll_loss_forward.default": _nll_loss_forward,
     "nll_loss_backward.default": _nll_loss_backward,
 }
