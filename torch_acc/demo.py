@@ -13,12 +13,14 @@ all with the cross-entropy loss. Every step runs once on ``npy`` and once on CPU
 losses of both devices are compared at every step (float32 tolerance). It prints the mean
 loss of every epoch for both devices, the largest difference per model and the accuracy after
 training, and with ``--plot PATH`` saves the loss curves (matplotlib). The exit status is 1
-when a loss differs from CPU's by more than the tolerance.
+when a loss differs from CPU's by more than the tolerance. ``--device jax`` trains on the JAX
+backend (``torch_acc.backends.jax``, the ``[jax]`` extra) instead of ``npy``.
 """
 
 import argparse
 import copy
 import dataclasses
+import importlib
 import sys
 
 import torch
@@ -213,6 +215,10 @@ def plot(results: list[Result], path: str) -> None:
     plt.close(fig)
 
 
+#: The devices --device offers, with their backend modules.
+_BACKENDS = {"npy": "torch_acc.backends.numpy", "jax": "torch_acc.backends.jax"}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=4, help="epochs per model (default 4)")
@@ -222,9 +228,13 @@ def main(argv=None) -> int:
                         "a name for all)")
     parser.add_argument("--plot", metavar="PATH", help="save the loss curves to PATH (png)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--device", choices=tuple(_BACKENDS), default="npy",
+                        help="the device to train on next to CPU (default npy)")
     args = parser.parse_args(argv)
 
-    device = npy_backend.setup()
+    backend = npy_backend if args.device == "npy" else importlib.import_module(
+        _BACKENDS[args.device])
+    device = backend.setup()
     names = MODELS if args.model in ("all", "both") else (args.model,)
     results = []
     for name in names:
