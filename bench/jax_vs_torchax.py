@@ -5,7 +5,8 @@ Cases: per-op overhead on 4x4 float32 tensors (``a + b``, ``a.sum()``, ``a @ b``
 and the same step compiled (torch_acc: ``torch.compile(backend="per_device")``, which lowers
 every graph to one ``jax.jit``; torchax: its own ``torchax.interop.jax_jit`` over a
 functional step). Each time is the median CPU time (``time.process_time``) of several loops,
-so time waiting for a core other processes hold is not counted; the table gives each
+so time waiting for a core other processes hold is not counted (CPU torch runs on one thread,
+``torch.set_num_threads(1)``, as its spinning threads would count too); the table gives each
 implementation's ratio to CPU torch timed in the same process, and the ratio of the two.
 
 torchax cannot share this process: it takes over PyTorch's dispatch with a tensor subclass,
@@ -190,6 +191,7 @@ def main() -> int:
     )
     parser.add_argument("--host", choices=("torch_acc", "torchax"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    torch.set_num_threads(1)
     if args.host == "torch_acc":
         print(json.dumps(host_torch_acc(args.quick)))
         return 0
