@@ -201,6 +201,18 @@ class TestOneSlot(TestCase):
         self.assertIn("'npy'", second)
         self.assertIn("'jax'", second)
 
+    def test_entry_point_records_jax(self):
+        proc = self._run(
+            """
+            import torch_acc_autoload, torch_acc
+            torch_acc_autoload.jax()
+            torch_acc_autoload.npy()
+            print(sorted(torch_acc.backends().items()))
+            """
+        )
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stdout.strip(), "[('jax', False), ('npy', False)]")
+
     def test_env_var_chooses_jax(self):
         proc = subprocess.run(
             [

@@ -2,7 +2,9 @@
 """The ``jax`` backend's kernels against CPU: OpInfo samples of the core families, a training
 step eager and compiled (``per_device`` lowers graphs to ``jax.jit``)."""
 
+import contextlib
 import copy
+import io
 import unittest
 
 import torch
@@ -159,6 +161,17 @@ class TestJaxTraining(TestCase):
         self.assertTrue(all(lowered), lowered)
         self.assertEqual(jax_losses, cpu_losses, atol=1e-5, rtol=1e-4)
         self.assertEqual(jax_params, cpu_params, atol=1e-5, rtol=1e-4)
+
+    def test_demo_trains_on_jax(self):
+        from torch_acc import demo
+
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            status = demo.main(
+                ["--device", "jax", "--model", "mlp", "--epochs", "1", "--no-progress"]
+            )
+        self.assertEqual(status, 0, out.getvalue())
+        self.assertIn("jax loss", out.getvalue())
+        self.assertIn("losses match cpu at every step", out.getvalue())
 
     def test_graph_with_an_op_without_lowering_runs_op_by_op(self):
         def f(x):
