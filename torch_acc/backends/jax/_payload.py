@@ -112,6 +112,9 @@ class JaxView:
                 return base.array
             if base.layout is not None and self.stride == base.layout:
                 return base.array
+        fn = _view_function(base.shape, base.layout, self.shape, self.stride, self.offset)
+        if fn is not None:
+            return fn(base.array)
         return strided(memory(base), self.shape, self.stride, self.offset)
 
     def __repr__(self) -> str:
@@ -125,9 +128,13 @@ def _order(layout) -> tuple:
 
 def memory(cell: JaxPayload):
     """The elements of a cell in memory order, flat."""
-    if cell.layout is None:
-        return cell.array.reshape(-1)
-    return cell.array.transpose(_order(cell.layout)).reshape(-1)
+    return _flat(cell.array, cell.layout)
+
+
+def _flat(array, layout):
+    if layout is None:
+        return array.reshape(-1)
+    return array.transpose(_order(layout)).reshape(-1)
 
 
 def set_memory(cell: JaxPayload, flat) -> None:
@@ -161,6 +168,35 @@ def _contiguous(shape, stride) -> bool:
             return False
         expected *= n
     return True
+
+
+#: How many times each view geometry was read, until it is jitted.
+_uses: dict = {}
+_jitted: dict = {}
+#: A geometry read this often gets one jitted function (one dispatch instead of a slice,
+#: reshape and transpose each); rarer ones are not worth a compilation.
+_JIT_AFTER = 3
+
+
+def _view_function(base_shape, layout, shape, stride, offset):
+    key = (base_shape, layout, shape, stride, offset)
+    fn = _jitted.get(key)
+    if fn is not None:
+        return fn
+    uses = _uses.get(key, 0) + 1
+    if uses < _JIT_AFTER:
+        if len(_uses) > 65536:
+            _uses.clear()
+        _uses[key] = uses
+        return None
+
+    def view(array):
+        return strided(_flat(array, layout), shape, stride, offset)
+
+    if len(_jitted) > 4096:
+        _jitted.clear()
+    fn = _jitted[key] = jax.jit(view)
+    return fn
 
 
 def strided(flat, shape, stride, offset):
