@@ -15,6 +15,7 @@ if [[ $TORCH_VERSION == 2.13.0 ]]; then VENV=.venv; else VENV=.venv-$TORCH_VERSI
 PY=$VENV/bin/python
 REQUIREMENTS=(
   "torch==$TORCH_VERSION" numpy ml_dtypes scipy tqdm matplotlib pybind11 ninja cmake pytest expecttest ruff setuptools wheel
+  "jax[cpu]"  # the jax backend (torch_acc[jax]), tested in CI
   clang-format==23.1.5
 )
 

@@ -10,13 +10,22 @@ names the cause and the fix, and torch stays usable without torch_acc's backends
 """
 
 import importlib
+import importlib.util
 import sys
 import warnings
 
-__all__ = ["npy", "ref"]
+__all__ = ["jax", "npy", "ref"]
 
 #: The error of ``import torch_acc``, once it has failed: reported by the first entry point.
 _import_error: Exception | None = None
+
+
+def jax() -> None:
+    """Records the ``jax`` backend (``torch_acc.backends.jax``, the ``[jax]`` extra); binds
+    nothing. Without JAX installed it records nothing, silently: the extra is optional."""
+    if importlib.util.find_spec("jax") is None:
+        return
+    _register("jax", "torch_acc.backends.jax")
 
 
 def npy() -> None:

@@ -13,7 +13,8 @@ all with the cross-entropy loss. Every step runs once on ``npy`` and once on CPU
 losses of both devices are compared at every step (float32 tolerance). It prints the mean
 loss of every epoch for both devices, the largest difference per model and the accuracy after
 training, and with ``--plot PATH`` saves the loss curves (matplotlib). The exit status is 1
-when a loss differs from CPU's by more than the tolerance.
+when a loss differs from CPU's by more than the tolerance. ``--device jax`` trains on the JAX
+backend (``torch_acc.backends.jax``, the ``[jax]`` extra) instead of ``npy``.
 
 ``torchrun --nproc-per-node 2 -m torch_acc.demo --distributed`` trains the MLP with
 ``DistributedDataParallel`` instead, on ``npy`` (the ``acc`` c10d backend of
@@ -24,6 +25,7 @@ every batch, and the printed losses are the means over the ranks.
 import argparse
 import copy
 import dataclasses
+import importlib
 import sys
 
 import torch
@@ -272,6 +274,10 @@ def plot(results: list[Result], path: str) -> None:
     plt.close(fig)
 
 
+#: The devices --device offers, with their backend modules.
+_BACKENDS = {"npy": "torch_acc.backends.numpy", "jax": "torch_acc.backends.jax"}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=4, help="epochs per model (default 4)")
@@ -281,12 +287,16 @@ def main(argv=None) -> int:
                         "a name for all)")
     parser.add_argument("--plot", metavar="PATH", help="save the loss curves to PATH (png)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--device", choices=tuple(_BACKENDS), default="npy",
+                        help="the device to train on next to CPU (default npy)")
     parser.add_argument("--distributed", action="store_true",
                         help="train the MLP with DistributedDataParallel, one rank per "
                         "process (run under torchrun)")
     args = parser.parse_args(argv)
 
-    device = npy_backend.setup()
+    backend = npy_backend if args.device == "npy" else importlib.import_module(
+        _BACKENDS[args.device])
+    device = backend.setup()
     if args.distributed:
         return _main_distributed(args, device)
     names = MODELS if args.model in ("all", "both") else (args.model,)

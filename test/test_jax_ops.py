@@ -1,0 +1,188 @@
+# Owner(s): ["module: PrivateUse1"]
+"""The ``jax`` backend's kernels against CPU: OpInfo samples of the core families, a training
+step eager and compiled (``per_device`` lowers graphs to ``jax.jit``)."""
+
+import contextlib
+import copy
+import io
+import unittest
+
+import torch
+from torch.testing._internal.common_utils import run_tests, TestCase
+
+try:
+    import jax
+except ImportError:
+    jax = None
+
+if jax is not None:
+    import torch_acc
+    from torch_acc.backends import jax as jax_backend
+    from torch_acc.backends.jax import _compile
+
+    jax_backend.setup()
+
+# One or two entries of every family the backend has kernels for; the OpInfo report
+# (docs/opinfo_jax.md) covers the whole op_db.
+ENTRIES = """
+    abs neg exp log sin tanh sigmoid sqrt floor sign reciprocal erf clamp
+    add sub mul div.no_rounding_mode div.floor_rounding div.trunc_rounding pow maximum eq lt
+    remainder fmod where logical_and
+    sum mean prod amax argmax max.reduction_with_dim var cumsum any all
+    cat flip roll tril index_select gather scatter scatter_add scatter_reduce.sum index_put
+    masked_fill sort topk nonzero __getitem__ constant_pad_nd
+    mm bmm addmm matmul nn.functional.linear
+    softmax log_softmax nn.functional.cross_entropy nn.functional.layer_norm
+    nn.functional.conv2d nn.functional.conv_transpose2d nn.functional.max_pool2d
+    nn.functional.avg_pool2d nn.functional.embedding
+""".split()
+
+
+def _to(x, device):
+    if isinstance(x, torch.Tensor):
+        return x.to(device)
+    if isinstance(x, list | tuple):
+        return type(x)(_to(i, device) for i in x)
+    if isinstance(x, dict):
+        return {k: _to(v, device) for k, v in x.items()}
+    return x
+
+
+def _cpu(x):
+    return _to(x, "cpu")
+
+
+@unittest.skipIf(jax is None, "JAX is not installed (pip install torch_acc[jax])")
+class TestJaxOps(TestCase):
+    def test_opinfo_samples_match_cpu(self):
+        from torch.testing._internal.common_methods_invocations import op_db
+
+        entries = {
+            (o.name if not o.variant_test_name else f"{o.name}.{o.variant_test_name}"): o
+            for o in op_db
+        }
+        for name in ENTRIES:
+            op = entries[name]
+            for i, sample in enumerate(op.sample_inputs("cpu", torch.float32)):
+                if i >= 3:
+                    break
+                with self.subTest(entry=name, sample=i):
+                    expected = op(sample.input, *sample.args, **sample.kwargs)
+                    got = op(
+                        _to(sample.input, "jax"),
+                        *_to(sample.args, "jax"),
+                        **_to(sample.kwargs, "jax"),
+                    )
+                    self.assertEqual(_cpu(got), expected, exact_device=False)
+
+    def test_float64_and_integer_dtypes(self):
+        for dtype in (
+            torch.float64,
+            torch.int64,
+            torch.int32,
+            torch.uint8,
+            torch.bool,
+            torch.bfloat16,
+            torch.complex64,
+        ):
+            x = (torch.arange(12) % 5).reshape(3, 4).to(dtype)
+            a = x.to("jax")
+            with self.subTest(dtype=dtype):
+                if not dtype.is_floating_point and not dtype.is_complex:
+                    self.assertEqual((a & a.flip(0)).cpu(), x & x.flip(0))
+                self.assertEqual((a * a).cpu(), x * x)
+                self.assertEqual(a.sum(0).cpu(), x.sum(0))
+                self.assertEqual((a == 2).cpu(), x == 2)
+                self.assertEqual(a.t().contiguous().cpu(), x.t().contiguous())
+
+    def test_in_place_and_out(self):
+        x = torch.randn(3, 4)
+        a = x.to("jax")
+        a.mul_(2).add_(1).clamp_(-1, 1)
+        self.assertEqual(a.cpu(), x.mul(2).add(1).clamp(-1, 1))
+        out = torch.empty(0, device="jax")
+        torch.add(a, a, out=out)
+        self.assertEqual(out.cpu(), a.cpu() * 2)
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+
+
+def _train(model, device, steps, compile_step=False):
+    model = model.to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    gen = torch.Generator().manual_seed(1)
+    batches = [
+        (torch.randn(32, 8, generator=gen), torch.randint(0, 3, (32,), generator=gen))
+        for _ in range(steps)
+    ]
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    run = torch.compile(step, backend="per_device") if compile_step else step
+    losses = [run(x.to(device), y.to(device)).item() for x, y in batches]
+    return losses, [p.detach().cpu() for p in model.parameters()]
+
+
+@unittest.skipIf(jax is None, "JAX is not installed (pip install torch_acc[jax])")
+class TestJaxTraining(TestCase):
+    def test_training_step_matches_cpu(self):
+        model = _mlp()
+        cpu_losses, cpu_params = _train(copy.deepcopy(model), "cpu", 4)
+        jax_losses, jax_params = _train(model, "jax", 4)
+        self.assertEqual(jax_losses, cpu_losses, atol=1e-5, rtol=1e-4)
+        self.assertEqual(jax_params, cpu_params, atol=1e-5, rtol=1e-4)
+
+    def test_compiled_step_is_one_jit_per_graph_and_matches_cpu(self):
+        lowered = []
+
+        def spy(gm, example_inputs):
+            compiled = _compile.compile_graph(gm, example_inputs)
+            lowered.append(compiled is not gm.forward)
+            return compiled
+
+        torch_acc.register_compile_backend("jax", spy)
+        try:
+            torch._dynamo.reset()
+            model = _mlp()
+            cpu_losses, cpu_params = _train(copy.deepcopy(model), "cpu", 4)
+            jax_losses, jax_params = _train(model, "jax", 4, compile_step=True)
+        finally:
+            torch_acc.register_compile_backend("jax", _compile.compile_graph)
+            torch._dynamo.reset()
+        self.assertTrue(lowered)
+        self.assertTrue(all(lowered), lowered)
+        self.assertEqual(jax_losses, cpu_losses, atol=1e-5, rtol=1e-4)
+        self.assertEqual(jax_params, cpu_params, atol=1e-5, rtol=1e-4)
+
+    def test_demo_trains_on_jax(self):
+        from torch_acc import demo
+
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            status = demo.main(
+                ["--device", "jax", "--model", "mlp", "--epochs", "1", "--no-progress"]
+            )
+        self.assertEqual(status, 0, out.getvalue())
+        self.assertIn("jax loss", out.getvalue())
+        self.assertIn("losses match cpu at every step", out.getvalue())
+
+    def test_graph_with_an_op_without_lowering_runs_op_by_op(self):
+        def f(x):
+            return torch.nn.functional.dropout(x, 0.5, training=True).sum()
+
+        torch._dynamo.reset()
+        x = torch.ones(100, device="jax")
+        y = torch.compile(f, backend="per_device")(x)
+        self.assertEqual(y.device.type, "jax")
+        self.assertIn(y.item() % 2, (0.0,))
+
+
+if __name__ == "__main__":
+    run_tests()
