@@ -413,14 +413,19 @@ def _refuse_inductor(name: str) -> None:
     from torch._inductor.codegen.common import register_backend_for_device
 
     def refuse(*args, **kwargs):
-        raise RuntimeError(
-            f"inductor cannot compile for {name}: tensors on {name} have no storage for "
-            f"generated code to read. Use torch.compile(backend={COMPILE_BACKEND!r}), which "
-            f"runs the compiler the {name} backend registers with register_compile_backend "
-            "(aot_eager where it registers none), or backend='aot_eager' (or 'eager')"
-        )
+        raise RuntimeError(inductor_refusal(name))
 
     register_backend_for_device(name, refuse, refuse)
+
+
+def inductor_refusal(name: str) -> str:
+    """The error of inductor asked to compile for the Python backend ``name``."""
+    return (
+        f"inductor cannot compile for {name}: tensors on {name} have no storage for "
+        f"generated code to read. Use torch.compile(backend={COMPILE_BACKEND!r}), which "
+        f"runs the compiler the {name} backend registers with register_compile_backend "
+        "(aot_eager where it registers none), or backend='aot_eager' (or 'eager')"
+    )
 
 
 #: The name of the ``torch.compile`` backend that hands a graph to the compiler its device's
