@@ -243,8 +243,8 @@ class TestSharing(TestCase):
 
     def test_state_dict_with_tied_weights(self):
         model = torch.nn.Sequential(torch.nn.Embedding(5, 3), torch.nn.Linear(3, 5, bias=False))
-        model[1].weight = model[0].weight
         model.to("npy")
+        model[1].weight = model[0].weight
         state = _round_trip(model.state_dict(), weights_only=True)
         state["0.weight"].zero_()
         self.assertEqual(state["1.weight"].cpu(), torch.zeros(5, 3))
@@ -306,6 +306,7 @@ class TestCustomFormat(TestCase):
         self.assertEqual(args[0], "npy")
         self.assertIs(args[1].__reduce__()[0], library._rebuild_payload_tensor)
         FORMAT.enabled = False
+        del args  # what stood for the payload in the last save: a new save copies again
         rebuild, args = x.__reduce_ex__(2)
         self.assertIs(rebuild, library._rebuild_payload_view)
         self.assertEqual(args[1].device, torch.device("cpu"))  # the payload's CPU copy
@@ -502,7 +503,7 @@ class TestCustomFormat(TestCase):
             # The backend's library not imported: torch's weights-only unpickler refuses the
             # rebuild function, naming it. In-tree, `import torch` imports it, so the message
             # names the backend as above.
-            rebuild = library._rebuild_payload_tensor
+            rebuild = library._rebuild_payload_view
             proc = _run(
                 f"""
                 import sys

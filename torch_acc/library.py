@@ -453,6 +453,8 @@ class _SavedPayload:
 _saving: "weakref.WeakValueDictionary[int, object]" = weakref.WeakValueDictionary()
 #: data_ptr -> the CPU tensor of _saving whose storage that is, for :func:`_location_tag`.
 _saving_memory: "weakref.WeakValueDictionary[int, torch.Tensor]" = weakref.WeakValueDictionary()
+#: id(CPU tensor of _saving) -> (the payload it copies, the payload's device).
+_memory_of: dict[int, tuple[object, str]] = {}
 
 
 def _layout_extent(size, stride) -> int:
@@ -485,7 +487,9 @@ def _saved_memory(tensor: torch.Tensor, payload, sizes, strides):
         )
     memory = torch.zeros(extent, dtype=tensor.dtype)
     memory.as_strided(sizes, strides).copy_(values)
-    memory._torch_acc_location = str(tensor.device)
+    # Beside the tensor, not on it: pickle saves a tensor's attributes.
+    _memory_of[id(memory)] = (payload, str(tensor.device))
+    weakref.finalize(memory, _memory_of.pop, id(memory), None)
     _saving_memory[memory.data_ptr()] = memory
     return memory
 
@@ -508,7 +512,7 @@ def _reduce(tensor: torch.Tensor):
     payload, sizes, strides = whole
     saved = _saving.get(id(payload))
     if saved is None or (saved.payload if isinstance(saved, _SavedPayload)
-                         else saved._torch_acc_payload) is not payload:
+                         else _memory_of[id(saved)][0]) is not payload:
         state = None if _serialization is None else _serialization[0](payload)
         if state is not None:
             saved = _SavedPayload(payload, (
@@ -520,7 +524,6 @@ def _reduce(tensor: torch.Tensor):
             saved = _saved_memory(tensor, payload, sizes, strides)
             if saved is None:
                 return None
-            saved._torch_acc_payload = payload
         _saving[id(payload)] = saved
     _allow_rebuild()
     return (
@@ -538,7 +541,7 @@ def _location_tag(storage):
     memory = _saving_memory.get(storage.data_ptr())
     if memory is None or memory.untyped_storage().data_ptr() != storage.data_ptr():
         return None
-    return memory._torch_acc_location
+    return _memory_of[id(memory)][1]
 
 
 def _restore_location(storage, location: str):
