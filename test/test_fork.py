@@ -70,18 +70,20 @@ class TestFork(TestCase):
         # The issue: with the fork start method, putting a tensor on a Queue hung the parent.
         out = _run(
             """
-            def child(q, x):
+            def child(q, x, done):
                 q.put(x * 10)
                 q.put(x[1:])
+                done.wait(120)  # the sender runs until its tensors are received
 
             if __name__ == "__main__":
                 npy_backend.setup()
                 x = torch.arange(3.0).to("npy")
                 ctx = mp.get_context("fork")
-                q = ctx.Queue()
-                p = ctx.Process(target=child, args=(q, x))
+                q, done = ctx.Queue(), ctx.Event()
+                p = ctx.Process(target=child, args=(q, x, done))
                 p.start()
                 a, b = q.get(timeout=120), q.get(timeout=120)
+                done.set()
                 p.join(120)
                 print(a.device, a.cpu().tolist(), b.device, b.cpu().tolist(), p.exitcode)
             """

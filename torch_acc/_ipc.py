@@ -21,7 +21,7 @@ import torch.multiprocessing.reductions as torch_reductions
 
 from torch_acc import _C
 
-__all__ = ["check_fork", "is_shared", "reduce_tensor", "share_memory_"]
+__all__ = ["check_fork", "in_bad_fork", "is_shared", "reduce_tensor", "share_memory_"]
 
 
 class Hooks:
@@ -64,6 +64,11 @@ def _after_fork_in_child() -> None:
         return
     _bad_fork = _fork_message(_backend())
     _C.after_fork_in_child(_bad_fork)
+
+
+def in_bad_fork() -> bool:
+    """Whether this process is a forked child that refuses the backend."""
+    return _bad_fork is not None
 
 
 def check_fork() -> None:

@@ -79,7 +79,12 @@ class _DefaultDeviceModule:
         return True
 
     def _is_in_bad_fork(self) -> bool:
-        return False
+        """Whether this is a child forked after the backend was set up, which refuses the
+        backend (see ``library.declare_fork_safe``): ``torch.manual_seed`` then skips it,
+        as it skips CUDA."""
+        from torch_acc import _ipc
+
+        return _ipc.in_bad_fork()
 
     def device_count(self) -> int:
         return _C.device_count()
