@@ -31,7 +31,10 @@ def _run(code: str) -> str:
     try:
         proc = subprocess.run(
             [sys.executable, "-c", PRELUDE + textwrap.dedent(code)],
-            capture_output=True, text=True, env=env, timeout=TIMEOUT_S,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=TIMEOUT_S,
         )
     except subprocess.TimeoutExpired as e:
         raise AssertionError(f"hung for {TIMEOUT_S} s; output so far: {e.stdout!r}") from None
@@ -144,8 +147,9 @@ class TestFork(TestCase):
                 p.join(120)
             """
         )
-        self.assertIn("cannot send a tensor on npy:0 to another process: RuntimeError: "
-                      + FORK_MESSAGE, out)
+        self.assertIn(
+            "cannot send a tensor on npy:0 to another process: RuntimeError: " + FORK_MESSAGE, out
+        )
 
     def test_backend_set_up_in_the_child_only(self):
         # A parent that never set the backend up leaves nothing to re-initialize.
@@ -190,8 +194,7 @@ class TestFork(TestCase):
         lines = out.splitlines()
         self.assertEqual(
             lines[0],
-            "[('npy', [0.0, 0.0]), ('npy', [2.0, 2.0]), ('npy', [4.0, 4.0]), "
-            "('npy', [6.0, 6.0])]",
+            "[('npy', [0.0, 0.0]), ('npy', [2.0, 2.0]), ('npy', [4.0, 4.0]), ('npy', [6.0, 6.0])]",
         )
         self.assertIn(FORK_MESSAGE, lines[1])
 

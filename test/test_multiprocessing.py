@@ -46,7 +46,10 @@ def _run_script(code: str, stdin: bytes | None = None, prelude: str = PRELUDE) -
             f.write(prelude + textwrap.dedent(code))
         try:
             proc = subprocess.run(
-                [sys.executable, path], input=stdin, capture_output=True, env=env,
+                [sys.executable, path],
+                input=stdin,
+                capture_output=True,
+                env=env,
                 timeout=TIMEOUT_S,
             )
         except subprocess.TimeoutExpired as e:
@@ -135,8 +138,9 @@ class TestSendInProcess(TestCase):
     def test_non_leaf_requiring_grad_is_received_as_the_error(self):
         x = torch.ones(2, device="npy", requires_grad=True) * 2
         with self.assertRaisesRegex(
-            RuntimeError, r"cannot send a tensor on npy:0 to another process: RuntimeError: "
-            r"Cowardly refusing to serialize non-leaf tensor which requires_grad"
+            RuntimeError,
+            r"cannot send a tensor on npy:0 to another process: RuntimeError: "
+            r"Cowardly refusing to serialize non-leaf tensor which requires_grad",
         ):
             _send(x)
 
@@ -159,9 +163,10 @@ class TestSendInProcess(TestCase):
         _ipc.hooks = _ipc.Hooks(hooks.share, rebuild, hooks.is_shared)
         try:
             with self.assertRaisesRegex(
-                RuntimeError, r"cannot receive a tensor shared by the npy backend: its IPC "
+                RuntimeError,
+                r"cannot receive a tensor shared by the npy backend: its IPC "
                 r"function rebuild \(.*rebuild\) raised OSError: no such memory. The sending "
-                r"process must keep the tensor alive until it is received, as for CUDA"
+                r"process must keep the tensor alive until it is received, as for CUDA",
             ):
                 pickle.loads(data)
         finally:
@@ -172,8 +177,9 @@ class TestSendInProcess(TestCase):
         rebuild, args = _ipc.reduce_tensor(torch_acc.wrap(np.arange(6.0)[::2]))
         self.assertIs(rebuild, _ipc._rebuild_from_cpu)
         with self.assertRaisesRegex(
-            RuntimeError, r"cannot receive a tensor on jaxcpu: the jaxcpu backend is not set up "
-            r"in this process. Set it up before the tensor is received"
+            RuntimeError,
+            r"cannot receive a tensor on jaxcpu: the jaxcpu backend is not set up "
+            r"in this process. Set it up before the tensor is received",
         ):
             rebuild("jaxcpu", *args[1:])
 

@@ -164,8 +164,9 @@ def _check_backend(backend: str) -> None:
     check_fork()
 
 
-def _rebuild_shared(backend, handle, dtype, sizes, strides, size, stride, offset, index,
-                    requires_grad):
+def _rebuild_shared(
+    backend, handle, dtype, sizes, strides, size, stride, offset, index, requires_grad
+):
     """A tensor received over the payload that ``handle`` opens (see :func:`_share`)."""
     _check_backend(backend)
     if hooks is None:
@@ -219,8 +220,18 @@ def _reduce_payload_tensor(t: torch.Tensor):
     handle, sizes, strides = shared
     return (
         _rebuild_shared,
-        (backend, handle, t.dtype, sizes, strides, tuple(t.shape), t.stride(),
-         t.storage_offset(), t.device.index, t.requires_grad),
+        (
+            backend,
+            handle,
+            t.dtype,
+            sizes,
+            strides,
+            tuple(t.shape),
+            t.stride(),
+            t.storage_offset(),
+            t.device.index,
+            t.requires_grad,
+        ),
     )
 
 
