@@ -76,12 +76,15 @@ class TestCompile(TestCase):
         x = torch.ones(3, device="npy")
         with self.assertRaisesRegex(
             torch._dynamo.exc.BackendCompilerFailed,
-            # torch 2.13 reads a storage before lowering; torch 2.6 gets to the lowering, which
-            # refuses the device (and wraps the error in a LoweringException).
-            r"backend='inductor' raised:\n(LoweringException: )?RuntimeError: "
-            r"(inductor cannot compile for npy: )?tensors on npy have no storage",
+            r"backend='inductor' raised:\nRuntimeError: inductor cannot compile for npy: "
+            r"tensors on npy have no storage for generated code to read. Use "
+            r"torch.compile\(backend='per_device'\), .* or backend='aot_eager'",
         ):
             torch.compile(lambda t: (t * 2).sum())(x)
+        model = torch.nn.Linear(3, 2).to("npy")  # parameters on the device too
+        with self.assertRaisesRegex(torch._dynamo.exc.BackendCompilerFailed,
+                                    "inductor cannot compile for npy"):
+            torch.compile(model)(torch.ones(1, 3).to("npy"))
 
 
 class TestCompileBackendPerDevice(TestCase):

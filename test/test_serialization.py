@@ -124,14 +124,22 @@ class TestSaveLoad(TestCase):
         self.assertEqual(y.device, torch.device("cpu"))
         self.assertEqual(y, torch.arange(4.0))
 
-    def test_map_location_to_device_is_an_error(self):
-        # Loading onto the device goes through storages, which payload tensors cannot have:
-        # load to the CPU and move the result instead.
-        with self.assertRaisesRegex(
-            RuntimeError, r"cannot allocate 16 bytes of storage on npy: its device data lives in "
-            r"Python payloads"
-        ):
-            _round_trip(torch.arange(4.0), map_location="npy", weights_only=True)
+    def test_map_location_to_device(self):
+        # CPU tensors loaded onto the device, as map_location="cuda" does; tensors that shared
+        # a storage share a payload.
+        base = torch.arange(6.0)
+        for location in ("npy", "npy:0", torch.device("npy"), {"cpu": "npy:0"},
+                         lambda storage, loc: None if loc != "cpu" else storage):
+            with self.subTest(location=location):
+                a, b = _round_trip([base, base[2:]], map_location=location, weights_only=True)
+                if callable(location):  # it keeps CPU storages on the CPU
+                    self.assertEqual(a.device, torch.device("cpu"))
+                    continue
+                self.assertEqual(a.device, torch.device("npy:0"))
+                self.assertEqual(b.cpu(), base[2:])
+                self.assertEqual(b.storage_offset(), 2)
+                b.add_(10)
+                self.assertEqual(a.cpu(), torch.tensor([0.0, 1.0, 12.0, 13.0, 14.0, 15.0]))
         self.assertEqual(torch.npy.current_device(), 0)
 
     def test_state_dict(self):
@@ -169,22 +177,104 @@ class TestSaveLoad(TestCase):
     def test_load_without_backend_names_it(self):
         x = torch.arange(3.0).to("npy")
         with tempfile.NamedTemporaryFile(suffix=".pt") as f:
-            torch.save(x, f.name)
-            code = textwrap.dedent(
+            torch.save([x, x[1:]], f.name)
+            proc = _run(
                 f"""
                 import torch
-                try:
-                    torch.load({f.name!r}, weights_only=True)
-                except RuntimeError as e:
-                    print(e)
-                """
-            )
-            proc = subprocess.run(
-                [sys.executable, "-c", code], capture_output=True, text=True,
-                env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "PATH": ""},
+                import torch_acc
+                for kwargs in ({{"weights_only": True}}, {{"weights_only": False}}):
+                    try:
+                        torch.load({f.name!r}, **kwargs)
+                    except RuntimeError as e:
+                        print(e)
+                # Saved through the CPU: loadable to the CPU without the backend.
+                a, b = torch.load({f.name!r}, map_location="cpu")
+                b.add_(1)
+                print(a.device, a.tolist())
+                """,
+                env={"PYTHONPATH": os.environ.get("PYTHONPATH", "")},
             )
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        self.assertIn("device type at start of device string: npy", proc.stdout)
+        lines = proc.stdout.splitlines()
+        self.assertEqual(len(lines), 3, proc.stdout)
+        for line in lines[:2]:
+            self.assertIn(
+                "cannot load data saved on npy:0: the npy backend is not set up in this "
+                "process. Set it up before torch.load (the backend's setup function, or "
+                "torch_acc.setup_privateuseone_for_python_backend('npy') and its kernels), or "
+                "load to the CPU with map_location='cpu'",
+                line,
+            )
+        self.assertEqual(lines[2], "cpu [0.0, 2.0, 3.0]")
+
+
+class TestSharing(TestCase):
+    """Tensors that share a payload are saved once and load sharing again, as CPU tensors
+    that share a storage do (compared with the CPU's own round trip)."""
+
+    def _check_like_cpu(self, make, **load_kwargs):
+        cpu = make(torch.arange(24.0).reshape(4, 6))
+        dev = make(torch.arange(24.0).reshape(4, 6).to("npy"))
+        cpu_loaded = _round_trip(cpu, weights_only=True)
+        loaded = _round_trip(dev, weights_only=True, **load_kwargs)
+        for c, d in zip(cpu_loaded, loaded, strict=True):
+            self.assertEqual(d.device, torch.device("npy:0"))
+            self.assertEqual(d.cpu(), c)
+            self.assertEqual((d.stride(), d.storage_offset()), (c.stride(), c.storage_offset()))
+        # A write through the last tensor shows in every tensor that shares its memory.
+        cpu_loaded[-1].fill_(-1)
+        loaded[-1].fill_(-1)
+        for c, d in zip(cpu_loaded, loaded, strict=True):
+            self.assertEqual(d.cpu(), c)
+
+    def test_views_share_their_base(self):
+        self._check_like_cpu(lambda x: [x, x[1:], x[:, 2], x.t()[1:3, ::2]])
+
+    def test_views_without_their_base(self):
+        self._check_like_cpu(lambda x: [x[1:, 1:], x[2]])
+
+    def test_fortran_ordered_payload(self):
+        self._check_like_cpu(lambda x: [x.t().contiguous().t(), x.t().contiguous().t()[1:]])
+
+    def test_saved_once(self):
+        x = torch.randn(10_000).to("npy")
+        one = len(_saved_bytes(x))
+        self.assertLess(len(_saved_bytes([x, x[1:], x[::2], x.view(100, 100)])), one + 2000)
+
+    def test_state_dict_with_tied_weights(self):
+        model = torch.nn.Sequential(torch.nn.Embedding(5, 3), torch.nn.Linear(3, 5, bias=False))
+        model.to("npy")
+        model[1].weight = model[0].weight
+        state = _round_trip(model.state_dict(), weights_only=True)
+        state["0.weight"].zero_()
+        self.assertEqual(state["1.weight"].cpu(), torch.zeros(5, 3))
+
+    def test_map_location_forms(self):
+        x = torch.arange(6.0).to("npy")
+        for location, device in (
+            ("cpu", "cpu"), (torch.device("cpu"), "cpu"), ({"npy:0": "cpu"}, "cpu"),
+            (lambda storage, loc: storage, "cpu"), ("npy", "npy:0"), ({}, "npy:0"),
+            (lambda storage, loc: None, "npy:0"),
+        ):
+            with self.subTest(location=location):
+                a, b = _round_trip([x, x[3:]], map_location=location, weights_only=True)
+                self.assertEqual(a.device, torch.device(device))
+                self.assertEqual(b.cpu(), torch.arange(3.0, 6.0))
+                b.zero_()
+                self.assertEqual(a.cpu(), torch.tensor([0.0, 1.0, 2.0, 0.0, 0.0, 0.0]))
+
+    def test_crafted_view_beyond_its_payload(self):
+        x = torch.arange(4.0).to("npy")
+        rebuild, args = x[1:].__reduce_ex__(2)
+        self.assertIs(rebuild, library._rebuild_payload_view)
+        backend, base, dtype, size, stride, offset, requires_grad = args
+        data = _saved_bytes(Rebuilt(rebuild, backend, base, dtype, (4,), stride, 1, False))
+        for kwargs in ({}, {"map_location": "cpu"}):
+            with self.subTest(kwargs=kwargs), self.assertRaisesRegex(
+                RuntimeError, r"the file gives a view of size \(4,\), stride \(1,\) and offset 1 "
+                r"that addresses 5 elements of a payload of 4; the file is damaged"
+            ):
+                torch.load(io.BytesIO(data), **kwargs)
 
 
 class TestCustomFormat(TestCase):
@@ -212,10 +302,14 @@ class TestCustomFormat(TestCase):
     def test_reduce_ex_names_the_rebuild_function(self):
         x = torch.ones(2, device="npy")
         rebuild, args = x.__reduce_ex__(2)
-        self.assertIs(rebuild, library._rebuild_payload_tensor)
+        self.assertIs(rebuild, library._rebuild_payload_view)
         self.assertEqual(args[0], "npy")
+        self.assertIs(args[1].__reduce__()[0], library._rebuild_payload_tensor)
         FORMAT.enabled = False
-        self.assertIs(x.__reduce_ex__(2)[0], torch._utils._rebuild_device_tensor_from_cpu_tensor)
+        del args  # what stood for the payload in the last save: a new save copies again
+        rebuild, args = x.__reduce_ex__(2)
+        self.assertIs(rebuild, library._rebuild_payload_view)
+        self.assertEqual(args[1].device, torch.device("cpu"))  # the payload's CPU copy
         self.assertNotIn(NpyFormat.MAGIC, _saved_bytes(x))
 
     def test_dtypes(self):
@@ -231,12 +325,13 @@ class TestCustomFormat(TestCase):
         y = _round_trip(t, weights_only=True)
         self.assertEqual(y.cpu(), t.cpu())
         self.assertEqual(y.stride(), t.stride())
-        v = x[1:, ::2]  # saved as its own values, contiguous
-        y = _round_trip(v, weights_only=True)
-        self.assertEqual(FORMAT.calls[-2], ("serialize", (2, 2)))
-        self.assertEqual(y.cpu(), v.cpu())
-        self.assertEqual(y.stride(), (2, 1))
-        y.add_(1)  # the loaded tensor has a payload of its own
+        FORMAT.calls.clear()
+        a, b = _round_trip([x, x[1:, ::2]], weights_only=True)  # the payload, saved once
+        self.assertEqual(FORMAT.calls, [("serialize", (3, 4)), ("deserialize", 0)])
+        self.assertEqual(b.cpu(), x[1:, ::2].cpu())
+        self.assertEqual((b.stride(), b.storage_offset()), (x[1:, ::2].stride(), 4))
+        b.add_(100)  # the loaded view shares the loaded base
+        self.assertEqual(a[1:, ::2].cpu(), x[1:, ::2].cpu() + 100)
         self.assertEqual(x.cpu(), torch.arange(12.0).reshape(3, 4))
 
     def test_requires_grad(self):
@@ -408,7 +503,7 @@ class TestCustomFormat(TestCase):
             # The backend's library not imported: torch's weights-only unpickler refuses the
             # rebuild function, naming it. In-tree, `import torch` imports it, so the message
             # names the backend as above.
-            rebuild = library._rebuild_payload_tensor
+            rebuild = library._rebuild_payload_view
             proc = _run(
                 f"""
                 import sys

@@ -14,9 +14,13 @@ import torch
 __all__ = [
     "apply",
     "autocast_device_type",
+    "payload_is_shared",
     "prints_through_cpu",
     "reduce_payload_tensor",
+    "refuse_python_backend_graph",
+    "restore_tensor",
     "run_backward",
+    "share_payload_memory",
     "untyped_storage_of",
 ]
 
@@ -70,6 +74,65 @@ SOURCE_CHANGES = (
             ),
         ),
         "helper": "reduce_payload_tensor",
+    },
+    {
+        # A payload tensor has no storage to move into shared memory: its backend's IPC
+        # functions (library.impl_ipc) move its payload, or nothing happens, as for CUDA.
+        "module": "torch._tensor",
+        "function": "Tensor.share_memory_",
+        "lines": (
+            (
+                "self._typed_storage()._share_memory_()",
+                "if not _share_payload_memory(self):\n"
+                "            self._typed_storage()._share_memory_()",
+            ),
+        ),
+        "helper": "share_payload_memory",
+    },
+    {
+        "module": "torch._tensor",
+        "function": "Tensor.is_shared",
+        "lines": (
+            (
+                "return self._typed_storage()._is_shared()",
+                "shared = _payload_is_shared(self)\n"
+                "        if shared is not None:\n"
+                "            return shared\n"
+                "        return self._typed_storage()._is_shared()",
+            ),
+        ),
+        "helper": "payload_is_shared",
+    },
+    {
+        # torch.load keeps a storage restored to a Python backend's device (saved there, or
+        # map_location naming it) on the CPU, marked; each tensor on it moves to the device,
+        # where the tensors of one storage share one payload (library.restore_tensor).
+        "module": "torch._utils",
+        "function": "_rebuild_tensor",
+        "lines": (
+            (
+                "return t.set_(storage._untyped_storage, storage_offset, size, stride)",
+                "return _restore_tensor(\n"
+                "        t.set_(storage._untyped_storage, storage_offset, size, stride),\n"
+                "        storage._untyped_storage,\n"
+                "    )",
+            ),
+        ),
+        "helper": "restore_tensor",
+    },
+    {
+        # Inductor makes tensors of its own on a graph's device (pattern-matcher examples)
+        # before any lowering could refuse a Python backend's device: a graph with tensors
+        # there is refused first, with the compile backends that work.
+        "module": "torch._inductor.compile_fx",
+        "function": "compile_fx",
+        "lines": (
+            (
+                "if config_patches:",
+                "_refuse_python_backend_graph(model_, example_inputs_)\n    if config_patches:",
+            ),
+        ),
+        "helper": "refuse_python_backend_graph",
     },
     {
         "module": "torch.amp.autocast_mode",
@@ -128,6 +191,50 @@ def reduce_payload_tensor(t: "torch.Tensor"):
     if not _C.is_payload_tensor(t):
         return None
     return library._reduce(t)
+
+
+def share_payload_memory(t: "torch.Tensor") -> bool:
+    """``Tensor.share_memory_`` of the storage-less tensor ``t``: its backend moves its payload
+    into memory other processes can open where it can (``library.impl_ipc``). False if ``t``
+    has a storage, which torch moves itself."""
+    from torch_acc import _ipc
+
+    return _ipc.share_memory_(t)
+
+
+def payload_is_shared(t: "torch.Tensor"):
+    """``Tensor.is_shared`` of the storage-less tensor ``t``: whether its payload lies in
+    memory other processes can open; None if ``t`` has a storage."""
+    from torch_acc import _ipc
+
+    return _ipc.is_shared(t)
+
+
+def restore_tensor(t: "torch.Tensor", storage) -> "torch.Tensor":
+    """The tensor ``torch.load`` rebuilt on ``storage``, on the Python backend's device
+    where the storage was restored to it (``library.restore_tensor``), else ``t``."""
+    if getattr(storage, "_torch_acc_location", None) is None:
+        return t
+    from torch_acc import library
+
+    return library.restore_tensor(t, storage)
+
+
+def refuse_python_backend_graph(gm, example_inputs) -> None:
+    """Raises inductor's refusal of a Python backend's device (naming the compile backends
+    that work) where the graph ``gm`` has inputs, parameters or buffers on it."""
+    from torch_acc import _C
+
+    if not _C.is_python_backend():
+        return
+    name = torch._C._get_privateuse1_backend_name()
+    tensors = [t for t in example_inputs if isinstance(t, torch.Tensor)]
+    if isinstance(gm, torch.nn.Module):
+        tensors += list(gm.parameters()) + list(gm.buffers())
+    if any(t.device.type == name for t in tensors):
+        from torch_acc import backend_registration
+
+        raise RuntimeError(backend_registration.inductor_refusal(name))
 
 
 def run_backward(engine, t_outputs, *args, **kwargs):

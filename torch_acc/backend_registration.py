@@ -79,7 +79,12 @@ class _DefaultDeviceModule:
         return True
 
     def _is_in_bad_fork(self) -> bool:
-        return False
+        """Whether this is a child forked after the backend was set up, which refuses the
+        backend (see ``library.declare_fork_safe``): ``torch.manual_seed`` then skips it,
+        as it skips CUDA."""
+        from torch_acc import _ipc
+
+        return _ipc.in_bad_fork()
 
     def device_count(self) -> int:
         return _C.device_count()
@@ -441,14 +446,19 @@ def _refuse_inductor(name: str) -> None:
     from torch._inductor.codegen.common import register_backend_for_device
 
     def refuse(*args, **kwargs):
-        raise RuntimeError(
-            f"inductor cannot compile for {name}: tensors on {name} have no storage for "
-            f"generated code to read. Use torch.compile(backend={COMPILE_BACKEND!r}), which "
-            f"runs the compiler the {name} backend registers with register_compile_backend "
-            "(aot_eager where it registers none), or backend='aot_eager' (or 'eager')"
-        )
+        raise RuntimeError(inductor_refusal(name))
 
     register_backend_for_device(name, refuse, refuse)
+
+
+def inductor_refusal(name: str) -> str:
+    """The error of inductor asked to compile for the Python backend ``name``."""
+    return (
+        f"inductor cannot compile for {name}: tensors on {name} have no storage for "
+        f"generated code to read. Use torch.compile(backend={COMPILE_BACKEND!r}), which "
+        f"runs the compiler the {name} backend registers with register_compile_backend "
+        "(aot_eager where it registers none), or backend='aot_eager' (or 'eager')"
+    )
 
 
 #: The name of the ``torch.compile`` backend that hands a graph to the compiler its device's

@@ -17,12 +17,20 @@ Example::
 
 import contextlib
 import os
+import weakref
 
 import torch
 
-from torch_acc import _C
+from torch_acc import _C, _ipc
 
-__all__ = ["check_kernels", "impl", "impl_payload", "impl_serialization"]
+__all__ = [
+    "check_kernels",
+    "declare_fork_safe",
+    "impl",
+    "impl_ipc",
+    "impl_payload",
+    "impl_serialization",
+]
 
 _payload_functions: dict[str, object] = {}
 _lib = None
@@ -267,6 +275,7 @@ def _copy_with_bits(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
 
 
 def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False):
+    _ipc.check_fork()
     if not isinstance(src, torch.Tensor):
         # A Python scalar (copy_(False)): PyTorch gives a wrapped number as the number.
         src = torch.tensor(src)
@@ -295,6 +304,65 @@ def _copy_from_and_resize(src: torch.Tensor, dst: torch.Tensor):
     if dst.shape != src.shape:
         dst.resize_(src.shape)
     return _copy_from(src, dst)
+
+
+def impl_ipc(share, rebuild, *, is_shared=None):
+    r"""Send this backend's tensors to other processes without a copy.
+
+    ``torch.multiprocessing`` (``Queue``, ``Pipe``, arguments of processes it starts,
+    ``DataLoader`` workers) sends a tensor of a Python backend as a CPU copy, rebuilt on the
+    device where it is received. A backend whose payloads can live in memory that other
+    processes open (shared memory, a device's IPC handles) registers these functions
+    instead, and its tensors are shared as CUDA's are: the receiver's tensor reads and writes
+    the sender's memory, which the sender must keep alive (hold the tensor) until the
+    receiver has it.
+
+    Args:
+        share: ``share(payload)`` is given the whole payload a tensor reads (for a view, its
+            base's) and returns ``(handle, payload)``: a picklable ``handle`` that opens the
+            memory of ``payload`` in another process, and the payload in that memory. That is
+            the given payload when it lies there already; otherwise a new payload with the
+            same values, dtype, shape and strides, which from then on replaces the given one
+            for the tensor and every view and alias of it (``Tensor.share_memory_`` calls
+            ``share`` too). Or None: this payload is sent as a CPU copy.
+        rebuild: ``rebuild(handle)``, in the receiving process: the payload over the memory
+            ``handle`` opens, laid out as the payload ``share`` returned.
+        is_shared: ``is_shared(payload)``, whether a payload lies in such memory
+            (``Tensor.is_shared``); without it, ``is_shared()`` is False.
+
+    A tensor that cannot be sent (a backend function that raises, a non-leaf tensor that
+    requires grad) is received as a ``RuntimeError`` saying why: ``multiprocessing.Queue``
+    pickles on a thread of its own, whose errors would otherwise leave the receiver waiting.
+
+    Example::
+
+        >>> # xdoctest: +SKIP
+        >>> library.impl_ipc(share_in_shm, open_shm, is_shared=in_shm)
+        >>> q = torch.multiprocessing.get_context("spawn").Queue()
+        >>> q.put(torch.ones(3, device="npy"))  # the receiver's tensor shares its memory
+    """
+    for what, fn in (("share", share), ("rebuild", rebuild), ("is_shared", is_shared)):
+        if not callable(fn) and not (what == "is_shared" and fn is None):
+            raise TypeError(
+                f"expected {what} to be callable, but got {type(fn).__qualname__} (backend "
+                f"{torch._C._get_privateuse1_backend_name()})"
+            )
+    if _ipc.hooks is not None:
+        raise RuntimeError("the IPC functions of this backend are already registered")
+    _ipc.hooks = _ipc.Hooks(share, rebuild, is_shared)
+
+
+def declare_fork_safe(safe: bool = True) -> None:
+    r"""Declare whether this backend's tensors work in a child made by ``os.fork()``.
+
+    By default a child forked after the backend was set up refuses every use of it with an
+    error, as CUDA does ("Cannot re-initialize ... in forked subprocess"): a backend whose
+    state does not survive a fork (threads, a device context, sockets) would hang or crash
+    there. A backend whose payloads and kernels are plain process memory declares itself
+    fork-safe, and then works in forked children, such as ``DataLoader`` workers and
+    processes of the ``fork`` start method. Takes effect for forks made after the call.
+    """
+    _ipc.fork_safe = bool(safe)
 
 
 def impl_serialization(serialize, deserialize):
@@ -357,39 +425,182 @@ def impl_serialization(serialize, deserialize):
 
 
 def _allow_rebuild() -> None:
-    """Let ``torch.load(weights_only=True)`` call :func:`_rebuild_payload_tensor`."""
-    if _rebuild_payload_tensor not in torch.serialization.get_safe_globals():
-        torch.serialization.add_safe_globals([_rebuild_payload_tensor])
+    """Let ``torch.load(weights_only=True)`` call the rebuild functions of payload tensors."""
+    safe = torch.serialization.get_safe_globals()
+    for fn in (_rebuild_payload_tensor, _rebuild_payload_view):
+        if fn not in safe:
+            torch.serialization.add_safe_globals([fn])
+
+
+class _SavedPayload:
+    """Stands for one payload in a file saved in the backend's own format: the tensors on
+    the payload name this object, which pickle saves once and loads once (as the tensor
+    its ``__reduce__`` rebuilds), so that they load sharing one payload again."""
+
+    __slots__ = ("__weakref__", "payload", "reduced")
+
+    def __init__(self, payload, reduced):
+        self.payload = payload  # holds the id it is found by in _saving
+        self.reduced = reduced
+
+    def __reduce__(self):
+        return self.reduced
+
+
+#: id(payload) -> what stands for the payload while a pickler saves the tensors on it: a
+#: :class:`_SavedPayload`, or a CPU tensor with the payload's memory (element by element, as
+#: views address it). Only the pickler's memo holds them: a later save copies again.
+_saving: "weakref.WeakValueDictionary[int, object]" = weakref.WeakValueDictionary()
+#: data_ptr -> the CPU tensor of _saving whose storage that is, for :func:`_location_tag`.
+_saving_memory: "weakref.WeakValueDictionary[int, torch.Tensor]" = weakref.WeakValueDictionary()
+#: id(CPU tensor of _saving) -> (the payload it copies, the payload's device).
+_memory_of: dict[int, tuple[object, str]] = {}
+
+
+def _layout_extent(size, stride) -> int:
+    """Elements from the first to one past the last element a layout addresses."""
+    if any(n == 0 for n in size):
+        return 0
+    return 1 + sum((n - 1) * s for n, s in zip(size, stride, strict=True))
+
+
+def _saved_memory(tensor: torch.Tensor, payload, sizes, strides):
+    """A CPU tensor of the payload's memory, one dimension, element ``i`` at offset ``i``,
+    tagged with the tensor's device (:func:`_location_tag`); None for a payload of no
+    elements, which is saved through the CPU as it is."""
+    extent = _layout_extent(sizes, strides)
+    if extent == 0:
+        return None
+    values = _payload_functions["to_cpu"](payload)
+    if not (
+        isinstance(values, torch.Tensor)
+        and values.device.type == "cpu"
+        and list(values.shape) == sizes
+        and values.dtype == tensor.dtype
+    ):
+        raise _bad_result(
+            "to_cpu",
+            values,
+            f"a CPU torch.Tensor of shape {tuple(sizes)} and dtype {tensor.dtype} (the "
+            "payload's)",
+            TypeError if not isinstance(values, torch.Tensor) else RuntimeError,
+        )
+    memory = torch.zeros(extent, dtype=tensor.dtype)
+    memory.as_strided(sizes, strides).copy_(values)
+    # Beside the tensor, not on it: pickle saves a tensor's attributes.
+    _memory_of[id(memory)] = (payload, str(tensor.device))
+    weakref.finalize(memory, _memory_of.pop, id(memory), None)
+    _saving_memory[memory.data_ptr()] = memory
+    return memory
 
 
 def _reduce(tensor: torch.Tensor):
-    """``(rebuild function, arguments)`` saving the payload tensor ``tensor`` in its backend's
-    own format (:func:`impl_serialization`), or None to save it through the CPU."""
-    if _serialization is None:
+    """``(rebuild function, arguments)`` saving the payload tensor ``tensor``, or None to
+    save it as torch saves a tensor without storage (a CPU copy of its values).
+
+    The payload is saved once per file, however many tensors read it: in the backend's own
+    format (:func:`impl_serialization`), else as a CPU tensor of its memory, tagged with
+    the device (``map_location`` sees that device, as for CUDA storages). Each tensor is
+    saved as a view of it (size, stride, offset), so tensors that shared a payload share one
+    again when loaded, as CPU tensors that shared a storage do.
+    """
+    if tensor.is_conj() or tensor.is_neg():
         return None
-    state = _serialization[0](_C.payload(tensor))
-    if state is None:
+    whole = _C.whole_payload(tensor)
+    if whole is None:
         return None
+    payload, sizes, strides = whole
+    saved = _saving.get(id(payload))
+    if saved is None or (saved.payload if isinstance(saved, _SavedPayload)
+                         else _memory_of[id(saved)][0]) is not payload:
+        state = None if _serialization is None else _serialization[0](payload)
+        if state is not None:
+            saved = _SavedPayload(payload, (
+                _rebuild_payload_tensor,
+                (torch._C._get_privateuse1_backend_name(), state, tensor.dtype, tuple(sizes),
+                 str(tensor.device), False, tuple(strides)),
+            ))
+        else:
+            saved = _saved_memory(tensor, payload, sizes, strides)
+            if saved is None:
+                return None
+        _saving[id(payload)] = saved
     _allow_rebuild()
     return (
-        _rebuild_payload_tensor,
-        (
-            torch._C._get_privateuse1_backend_name(),
-            state,
-            tensor.dtype,
-            tuple(tensor.shape),
-            str(tensor.device),
-            tensor.requires_grad,
-        ),
+        _rebuild_payload_view,
+        (torch._C._get_privateuse1_backend_name(), saved, tensor.dtype, tuple(tensor.shape),
+         tensor.stride(), tensor.storage_offset(), tensor.requires_grad),
     )
+
+
+def _location_tag(storage):
+    """``torch.save``'s location of a storage: the device of the payload whose memory a
+    CPU tensor of :func:`_saved_memory` holds; None for any other storage."""
+    if storage.device.type != "cpu":
+        return None
+    memory = _saving_memory.get(storage.data_ptr())
+    if memory is None or memory.untyped_storage().data_ptr() != storage.data_ptr():
+        return None
+    return _memory_of[id(memory)][1]
+
+
+def _restore_location(storage, location: str):
+    """``torch.load``'s restore function for storages tagged with a Python backend's device
+    (:func:`_location_tag`, or ``map_location`` naming the device): the storage stays on the
+    CPU, marked with the device, and :func:`restore_tensor` moves each tensor on it. A
+    location that names no device of this process is an error naming the backend to set up
+    (torch's own would list the built-in device types)."""
+    backend = location.split(":", 1)[0]
+    if backend == torch._C._get_privateuse1_backend_name() and _C.is_python_backend():
+        storage._torch_acc_location = str(torch.device(location))
+        return storage
+    try:
+        torch.device(location)
+    except RuntimeError:
+        raise RuntimeError(
+            f"cannot load data saved on {location}: the {backend} backend is not set up in "
+            f"this process. Set it up before torch.load (the backend's setup function, or "
+            f"torch_acc.setup_privateuseone_for_python_backend({backend!r}) and its "
+            "kernels), or load to the CPU with map_location='cpu'"
+        ) from None
+    return None
+
+
+def restore_tensor(tensor: torch.Tensor, storage) -> torch.Tensor:
+    """A tensor that ``torch.load`` rebuilt on ``storage``, on the device
+    :func:`_restore_location` marked the storage with (``tensor`` where it marked none).
+    Tensors on one storage are moved to one payload, which they share."""
+    location = getattr(storage, "_torch_acc_location", None)
+    if location is None:
+        return tensor
+    moved = storage.__dict__.setdefault("_torch_acc_restored", {})
+    whole = moved.get(tensor.dtype)
+    if whole is None:
+        n = storage.nbytes() // tensor.element_size()
+        whole = torch.empty(0, dtype=tensor.dtype).set_(storage, 0, (n,), (1,)).to(location)
+        moved[tensor.dtype] = whole
+    with torch.no_grad():
+        return whole.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset()).detach()
 
 
 def _is_shape(size) -> bool:
     return isinstance(size, tuple | list) and all(type(n) is int and n >= 0 for n in size)
 
 
-def _rebuild_payload_tensor(backend, state, dtype, size, device, requires_grad):
-    """Loads a tensor saved by :func:`_reduce`, on ``device`` or where ``map_location`` says."""
+def _restore_device(device: str) -> torch.device:
+    """Where ``map_location`` puts a tensor saved on ``device``. A callable ``map_location``
+    is asked with an empty CPU storage: the device of the storage it returns, ``device``
+    where it returns None."""
+    map_location = torch.serialization._serialization_tls.map_location
+    if callable(map_location) and not isinstance(map_location, dict):
+        restored = map_location(torch.UntypedStorage(0), device)
+        return torch.device(device if restored is None else restored.device)
+    return torch.device(torch._utils._get_restore_location(device))
+
+
+def _rebuild_payload_tensor(backend, state, dtype, size, device, requires_grad, strides=None):
+    """Loads a payload saved in the backend's own format by :func:`_reduce`, on ``device``
+    or where ``map_location`` says, laid out with ``strides`` where the file gives them."""
     if torch._C._get_privateuse1_backend_name() != backend or not _C.is_python_backend():
         reason = f"the {backend} backend is not set up in this process"
     elif _serialization is None:
@@ -408,7 +619,13 @@ def _rebuild_payload_tensor(backend, state, dtype, size, device, requires_grad):
             f"gives dtype {dtype!r} and size {size!r}, but expected a torch.dtype and a tuple "
             "of non-negative ints; the file is damaged or was not written by torch.save"
         )
-    target = torch.device(torch._utils._get_restore_location(device))
+    if strides is not None and not (_is_shape(strides) and len(strides) == len(size)):
+        raise RuntimeError(
+            f"cannot load a tensor saved by the {backend} backend in its own format: the file "
+            f"gives strides {strides!r} for size {size!r}, but expected a tuple of as many "
+            "non-negative ints; the file is damaged or was not written by torch.save"
+        )
+    target = _restore_device(device)
     deserialize = _serialization[1]
     if target.type == backend and target.index is not None:
         # The payload is made on the device it will belong to, as kernels' results are.
@@ -430,13 +647,56 @@ def _rebuild_payload_tensor(backend, state, dtype, size, device, requires_grad):
             f"{_describe(payload)}, but the file gives shape {tuple(size)} and dtype {dtype}; "
             "the file is damaged or was not written by torch.save"
         )
+    if strides is not None and tensor.numel() > 1 and tensor.stride() != tuple(strides):
+        # Views saved with the payload address its elements as it was laid out.
+        laid_out = torch.empty_strided(size, strides, dtype=dtype, device=tensor.device)
+        tensor = laid_out.copy_(tensor)
     if target.type != backend:
         tensor = tensor.cpu().to(target)
     tensor.requires_grad = requires_grad
     return tensor
 
 
+def _rebuild_payload_view(backend, base, dtype, size, stride, offset, requires_grad):
+    """Loads a tensor saved by :func:`_reduce`: a view of ``base``, the tensor its payload
+    was loaded as (once for all the tensors that read it), wherever ``map_location`` put
+    it."""
+    if not (
+        isinstance(base, torch.Tensor)
+        and base.dtype == dtype
+        and _is_shape(size)
+        and _is_shape(stride)
+        and len(stride) == len(size)
+        and type(offset) is int
+        and offset >= 0
+    ):
+        raise RuntimeError(
+            f"cannot load a tensor saved on the {backend} backend: the file gives a view of "
+            f"size {size!r}, stride {stride!r} and offset {offset!r} of dtype {dtype!r} on "
+            f"{_describe(base)}; the file is damaged or was not written by torch.save"
+        )
+    if _C.is_payload_tensor(base):
+        available = _C.payload_nbytes(base) // base.element_size() - base.storage_offset()
+    else:
+        available = base.untyped_storage().nbytes() // base.element_size() - base.storage_offset()
+    needed = _layout_extent(size, stride)
+    if needed and offset + needed > available:
+        raise RuntimeError(
+            f"cannot load a tensor saved on the {backend} backend: the file gives a view of "
+            f"size {tuple(size)}, stride {tuple(stride)} and offset {offset} that addresses "
+            f"{offset + needed} elements of a payload of {available}; the file is damaged or "
+            "was not written by torch.save"
+        )
+    with torch.no_grad():
+        tensor = base.as_strided(size, stride, base.storage_offset() + offset).detach()
+    tensor.requires_grad_(requires_grad)
+    return tensor
+
+
 _allow_rebuild()
+# Before the CPU's (10): the memory of payloads saved through the CPU is tagged with their
+# device, and a storage restored to a Python backend's device stays on the CPU, marked.
+torch.serialization.register_package(9, _location_tag, _restore_location)
 
 
 @contextlib.contextmanager

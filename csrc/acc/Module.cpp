@@ -238,6 +238,14 @@ void initBindings(PyObject* module) {
       "csrc/acc/Shutdown.h).");
 
   m.def(
+      "after_fork_in_child",
+      &afterForkInChild,
+      py::arg("refuse"),
+      "Called in a forked child: forgets the calls of the parent's threads; "
+      "with a message, every later call into the backend's Python raises it "
+      "(see csrc/acc/Shutdown.h).");
+
+  m.def(
       "is_python_backend",
       []() { return hasPythonDeviceGuard(); },
       "Whether PrivateUse1 holds a Python backend (its device guard is a "
@@ -366,6 +374,52 @@ void initBindings(PyObject* module) {
       py::arg("token"),
       "Sets the object standing for the payload of `tensor` where a storage "
       "is expected.");
+
+  m.def(
+      "whole_payload",
+      [](const at::Tensor& tensor) -> py::object {
+        const auto& slot = *payloadImpl(tensor).slot();
+        if (!slot.object) {
+          return py::none();
+        }
+        return py::make_tuple(
+            slot.get(),
+            std::vector<int64_t>(slot.sizes.begin(), slot.sizes.end()),
+            std::vector<int64_t>(slot.strides.begin(), slot.strides.end()));
+      },
+      py::arg("tensor"),
+      "(payload, sizes, strides): the payload that `tensor` and every alias "
+      "and view of it read, with its layout in elements (None when none is "
+      "set).");
+
+  m.def(
+      "replace_whole_payload",
+      [](const at::Tensor& tensor,
+         const py::object& payload,
+         const std::vector<int64_t>& sizes,
+         const std::vector<int64_t>& strides) {
+        auto& slot = *payloadImpl(tensor).slot();
+        TORCH_CHECK(
+            static_cast<bool>(slot.object) &&
+                c10::IntArrayRef(sizes).equals(slot.sizes) &&
+                c10::IntArrayRef(strides).equals(slot.strides),
+            "expected a payload laid out as the one it replaces (sizes ",
+            c10::IntArrayRef(slot.sizes),
+            ", strides ",
+            c10::IntArrayRef(slot.strides),
+            "), but got sizes ",
+            c10::IntArrayRef(sizes),
+            ", strides ",
+            c10::IntArrayRef(strides));
+        slot.bind(payload, sizes, strides);
+      },
+      py::arg("tensor"),
+      py::arg("payload"),
+      py::arg("sizes"),
+      py::arg("strides"),
+      "Replaces the payload that `tensor` and its aliases and views read with "
+      "`payload`, whose layout (sizes, strides, as the caller read them) "
+      "must be the replaced one's: every tensor keeps its elements.");
 
   m.def(
       "payload_nbytes",

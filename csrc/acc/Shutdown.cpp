@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <chrono>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -13,6 +14,10 @@ namespace {
 std::atomic<bool> exiting{false};
 std::atomic<std::thread::id> exit_thread{};
 std::atomic<int64_t> in_flight{0};
+// Set once in a forked child whose backend cannot run there (afterForkInChild);
+// `refusal` is written before `refused` is set.
+std::atomic<bool> refused{false};
+std::string refusal;
 
 // Counts the call before the check: beginExit() sets the flag, then waits for
 // the count, so a call either sees the flag or is waited for.
@@ -34,6 +39,11 @@ PythonCallGate::PythonCallGate() : admitted_(enter()) {
       c10::get_privateuse1_backend(),
       " backend can no longer call into Python on a thread other than the "
       "exiting one (such as an autograd device thread)");
+  if (refused.load(std::memory_order_acquire)) {
+    in_flight.fetch_sub(1);
+    admitted_ = false;
+    TORCH_CHECK(false, refusal);
+  }
 }
 
 PythonCallGate::PythonCallGate(std::nothrow_t /*unused*/) noexcept
@@ -79,6 +89,16 @@ void OwnedPyObject::reset() noexcept {
 py::object OwnedPyObject::get() const {
   return obj_ == nullptr ? py::none()
                          : py::reinterpret_borrow<py::object>(obj_);
+}
+
+void afterForkInChild(const std::optional<std::string>& refuse) {
+  // The calls counted were made by threads of the parent, which the child does
+  // not have: none of them will return here.
+  in_flight.store(0);
+  if (refuse.has_value() && !refused.load()) {
+    refusal = *refuse;
+    refused.store(true, std::memory_order_release);
+  }
 }
 
 bool beginExit(double timeout_s) {

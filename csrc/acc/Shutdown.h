@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <new>
 #include <optional>
+#include <string>
 
 namespace torch::acc {
 
@@ -114,5 +115,12 @@ class OwnedPyObject {
 // for those admitted. Returns whether they all returned. Called with the GIL
 // held, on the thread that finalizes the interpreter.
 bool beginExit(double timeout_s);
+
+// Called in a child process made by fork(), with the GIL held, before it runs
+// anything else. The calls the parent's threads had admitted are forgotten;
+// with `refuse`, every later call that may throw (kernels, guard and hooks
+// calls) raises it instead: the child of a backend that cannot run after a
+// fork. Releases are still admitted. A refusal cannot be lifted.
+void afterForkInChild(const std::optional<std::string>& refuse);
 
 } // namespace torch::acc

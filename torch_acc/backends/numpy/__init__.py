@@ -36,6 +36,7 @@ from . import (
     _reduce,
     _rnn,
     _shape,
+    _shared,
     _training,
 )
 from ._common import DEVICE
@@ -123,6 +124,8 @@ def setup() -> str:
             from torch_acc import distributed
 
             distributed.register(DEVICE, host_view=_common.host_view)
+        library.impl_ipc(_shared.share, _shared.rebuild, is_shared=_shared.is_shared)
+        library.declare_fork_safe()
         _registered = True
     return DEVICE
 
