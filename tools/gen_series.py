@@ -64,9 +64,15 @@ def write(tree: Path, path: str, text: str) -> None:
     target.write_text(text)
 
 
+def in_tree_python(src: str) -> str:
+    """Rules 6, 9 and 2: a standalone Python file's text as the series carries it."""
+    text = series_rules.resolve_python((ROOT / src).read_text(), src)
+    return series_rules.rewrite_imports(text, src)
+
+
 def carry_python(tree: Path, src: str, dst: str) -> None:
-    """Rules 2 and 3: a standalone Python file, imports rewritten, at its in-tree path."""
-    write(tree, dst, series_rules.rewrite_imports((ROOT / src).read_text(), src))
+    """Rule 3: a standalone Python file, made in-tree, at its in-tree path."""
+    write(tree, dst, in_tree_python(src))
 
 
 # --- the patches ---------------------------------------------------------------------------
@@ -232,9 +238,9 @@ def apply_noop_guard(tree: Path) -> None:
 
 def apply_acc_module(tree: Path) -> None:
     src_dir, dst_dir = series_rules.CPP_DIR
-    sources = sorted((ROOT / src_dir).iterdir())
+    sources = sorted(f for f in (ROOT / src_dir).iterdir() if f.name != "compat.h")
     for f in sources:
-        write(tree, f"{dst_dir}/{f.name}", f.read_text())
+        write(tree, f"{dst_dir}/{f.name}", series_rules.resolve_cpp(f.read_text(), f"{src_dir}/{f.name}"))
     cpp = [f"{dst_dir}/{f.name}" for f in sources if f.suffix == ".cpp"]
     edit(
         tree,
@@ -278,8 +284,7 @@ def _split_module(text: str) -> tuple[list[str], list[str], str]:
 def apply_backend_registration(tree: Path) -> None:
     target = "torch/utils/backend_registration.py"
     src = "torch_acc/backend_registration.py"
-    text = series_rules.rewrite_imports((ROOT / src).read_text(), src)
-    imports, names, body = _split_module(text)
+    imports, names, body = _split_module(in_tree_python(src))
     existing = (tree / target).read_text()
     new_imports = "".join(i for i in imports if i not in existing)
     old_all = '__all__ = ["rename_privateuse1_backend", "generate_methods_for_privateuse1_backend"]'
@@ -462,7 +467,6 @@ and guard from torch._C._acc. Calling it again with the same name is harmless; a
 or a PrivateUse1 already taken, raises a RuntimeError naming the backend that holds it;
 invalid names raise ValueError.
 
-torch/utils/_acc_compat.py holds the version facts the code and tests consult, and
 torch/testing/_internal/acc_numpy_backend/ is a reference backend for the tests: NumPy
 arrays as device data, kernels registered with torch.library.
 """,
@@ -602,6 +606,7 @@ cannot trace torch.Event on this release: the two event tests get dynamo_skips e
 
 def generate(out: Path, tree: Path | None = None) -> Path:
     """Write the series into ``out`` (``*.patch`` and ``series``); returns the patched tree."""
+    series_rules.check_facts_complete()
     base = ensure_base(ROOT / ".cache")
     work = Path(tempfile.mkdtemp(prefix="acc-series-")) if tree is None else tree
     if work.exists():
