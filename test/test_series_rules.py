@@ -12,6 +12,7 @@ from torch.testing._internal.common_utils import run_tests, TestCase
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 
 import pytorch_source  # noqa: E402
+import series_rules  # noqa: E402
 
 
 class TestDebianMirror(TestCase):
@@ -83,6 +84,169 @@ class TestDebianMirror(TestCase):
         )
         with self.assertRaisesRegex(pytorch_source.SourceError, "no Debian archive in the apt"):
             pytorch_source.debian_mirror(etc)
+
+
+class TestCppSwitches(TestCase):
+    def test_if_else_keeps_the_base_branch(self):
+        text = textwrap.dedent(
+            """\
+            #include <torch/csrc/acc/compat.h>
+            int a;
+            #if TORCH_ACC_HAVE_DEVICE_ALLOCATOR
+            int allocator;
+            #ifdef USE_NUMPY
+            int numpy;
+            #endif
+            #else
+            int no_allocator;
+            #endif
+
+            #if !TORCH_ACC_HOOKS_HAVE_AVAILABILITY
+            int no_availability;
+            #endif
+            """
+        )
+        self.assertExpectedInline(
+            series_rules.resolve_cpp(text, "x.cpp"),
+            """\
+int a;
+int no_allocator;
+
+int no_availability;
+""",
+        )
+
+    def test_if_constexpr_and_tokens(self):
+        text = textwrap.dedent(
+            """\
+            bool f(int d) const
+                TORCH_ACC_STREAM_NOEXCEPT {
+              if constexpr (TORCH_ACC_STREAM_QUERIES_NOEXCEPT) {
+                return keep(d);
+              } else {
+                return check(d);
+              }
+            }
+            """
+        )
+        self.assertExpectedInline(
+            series_rules.resolve_cpp(text, "x.cpp"),
+            """\
+bool f(int d) const noexcept {
+  return keep(d);
+}
+""",
+        )
+
+    def test_unresolved_switch_is_an_error(self):
+        with self.assertRaisesRegex(
+            series_rules.SeriesRuleError, r"x\.h:2: unresolved version switch #if TORCH_ACC_NEW"
+        ):
+            series_rules.resolve_cpp("int a;\n#if TORCH_ACC_NEW\n#endif\n", "x.h")
+        with self.assertRaisesRegex(
+            series_rules.SeriesRuleError, r"x\.h:1: unresolved version switch TORCH_VERSION_MINOR"
+        ):
+            series_rules.resolve_cpp("int a = TORCH_VERSION_MINOR;\n", "x.h")
+
+    def test_every_fact_has_a_value(self):
+        series_rules.check_facts_complete()
+
+
+class TestPythonSwitches(TestCase):
+    def _resolve(self, text: str) -> str:
+        return series_rules.resolve_python(textwrap.dedent(text), "t.py")
+
+    def test_conditions_keep_the_base_branch(self):
+        out = self._resolve(
+            """\
+            import unittest
+
+            from torch_acc import _C, _compat
+
+
+            def f(name, kwargs):
+                if _compat.DATALOADER_NEEDS_PIN_MEMORY_DEVICE:
+                    # 2.6 needs the device.
+                    kwargs["pin_memory_device"] = "npy"
+                else:
+                    kwargs.clear()
+                if name == "x" and _compat.STREAM_QUERIES_NOEXCEPT:
+                    return _compat.BOOL_SUBTRACTION_ERROR("no")
+                setter = _compat.current_accelerator_setter()
+                if setter is not None:
+                    setter(name)
+                return 1 if _compat.TORCH_VERSION >= (2, 13) else 2
+
+
+            class T(unittest.TestCase):
+                @unittest.skipUnless(_compat.UPSTREAM_ACC not in (None, _C), "upstream's")
+                def test_gone(self):
+                    pass
+
+                @unittest.skipIf(_compat.HOOKS_HAVE_AVAILABILITY, "2.7")
+                def test_kept(self):
+                    pass
+            """
+        )
+        self.assertExpectedInline(
+            out,
+            """\
+import unittest
+
+
+def f(name, kwargs):
+    # 2.6 needs the device.
+    kwargs["pin_memory_device"] = "npy"
+    if name == "x":
+        return RuntimeError("no")
+    torch._C._accelerator_setCurrentAccelerator(name)
+    return 2
+
+
+class T(unittest.TestCase):
+    def test_kept(self):
+        pass
+""",
+        )
+
+    def test_unresolved_switch_is_an_error(self):
+        with self.assertRaisesRegex(
+            series_rules.SeriesRuleError,
+            r"t\.py:3: unresolved version switch _compat\.NEW_FACT \(no value for the base",
+        ):
+            self._resolve("from torch_acc import _compat\n\nx = _compat.NEW_FACT\n")
+
+    def test_runtime_patching_goes_or_is_an_error(self):
+        out = self._resolve(
+            """\
+            from torch_acc import _C, _patches
+
+
+            def setup():
+                _patches.apply()
+                return _patches.original("current_accelerator")()
+            """
+        )
+        self.assertExpectedInline(
+            out,
+            """\
+from torch_acc import _C
+
+
+def setup():
+    return torch.accelerator.current_accelerator()
+""",
+        )
+        with self.assertRaisesRegex(
+            series_rules.SeriesRuleError, r"t\.py:2: in-tree code uses the standalone-only _patches"
+        ):
+            self._resolve("from torch_acc import _patches\n_patches.accelerator_choice()\n")
+
+    def test_forbidden_construct_is_an_error(self):
+        with self.assertRaisesRegex(
+            series_rules.SeriesRuleError, r"t\.py:1: forbidden in-tree construct exec\(\)"
+        ):
+            self._resolve("exec(compile('1', 'f', 'eval'))\n")
 
 
 if __name__ == "__main__":

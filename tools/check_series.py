@@ -58,9 +58,9 @@ def check_regenerate(tmp: Path) -> None:
     shutil.rmtree(tree)
     names = sorted(p.name for p in (ROOT / "patches").glob("*"))
     expected = sorted(p.name for p in out.iterdir())
-    if names != [n for n in names if n in expected or n == "README.md"] or not set(
-        expected
-    ) <= set(names):
+    if names != [n for n in names if n in expected or n == "README.md"] or not set(expected) <= set(
+        names
+    ):
         raise CheckFailed(
             f"regenerating patches/ changes its files: {names} vs {expected}; "
             "run python tools/gen_series.py and commit"
@@ -78,12 +78,15 @@ def apply_series(tree: Path, patches: Path) -> None:
     for name in (patches / "series").read_text().split():
         proc = subprocess.run(
             ["git", "-C", str(tree), "am", "--quiet", "--whitespace=nowarn", str(patches / name)],
-            capture_output=True, text=True, check=False,
+            capture_output=True,
+            text=True,
+            check=False,
             env={**gen_series.IDENTITY, "PATH": "/usr/bin:/bin", "HOME": str(tree)},
         )
         if proc.returncode != 0:
-            subprocess.run(["git", "-C", str(tree), "am", "--abort"], capture_output=True,
-                           check=False)
+            subprocess.run(
+                ["git", "-C", str(tree), "am", "--abort"], capture_output=True, check=False
+            )
             raise CheckFailed(f"patch {name} does not apply:\n{proc.stdout}{proc.stderr}")
 
 
@@ -103,8 +106,20 @@ def wheel_include() -> Path:
     wheels = CACHE / "wheels"
     if not list(wheels.glob(f"torch-{TORCH}-*.whl")):
         _log(f"downloading the torch {TORCH} wheel")
-        _run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(wheels),
-              f"torch=={TORCH}"], f"pip download torch=={TORCH}")
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "-d",
+                str(wheels),
+                f"torch=={TORCH}",
+            ],
+            f"pip download torch=={TORCH}",
+        )
     wheel = next(wheels.glob(f"torch-{TORCH}-*.whl"))
     partial = dest.with_suffix(".partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -117,18 +132,30 @@ def wheel_include() -> Path:
 def check_compile(tree: Path) -> None:
     base = ensure_base(CACHE)
     changed = _run(
-        ["git", "-C", str(tree), "diff", "--name-only",
-         _run(["git", "-C", str(base), "rev-parse", "HEAD"], "rev-parse").stdout.strip(), "HEAD"],
+        [
+            "git",
+            "-C",
+            str(tree),
+            "diff",
+            "--name-only",
+            _run(["git", "-C", str(base), "rev-parse", "HEAD"], "rev-parse").stdout.strip(),
+            "HEAD",
+        ],
         "listing changed files",
     ).stdout.split()
     cxx = [p for p in changed if p.endswith((".cpp", ".h"))]
     include = wheel_include()
     flags = [
-        "-std=c++17", "-fsyntax-only", "-fPIC", "-D_GLIBCXX_USE_CXX11_ABI=1",
+        "-std=c++17",
+        "-fsyntax-only",
+        "-fPIC",
+        "-D_GLIBCXX_USE_CXX11_ABI=1",
         # The patched tree first (c10/ at its root, ATen/ under aten/src), then the wheel's
         # headers for what the tree lacks (generated ATen headers, third-party libraries).
-        f"-I{tree}", f"-I{tree / 'aten/src'}",
-        f"-I{include}", f"-I{include / 'torch/csrc/api/include'}",
+        f"-I{tree}",
+        f"-I{tree / 'aten/src'}",
+        f"-I{include}",
+        f"-I{include / 'torch/csrc/api/include'}",
         f"-I{include / 'kineto'}",
         f"-I{sysconfig.get_paths()['include']}",
     ]
@@ -175,31 +202,57 @@ def _overlay_python() -> Path:
     py = OVERLAY_VENV / "bin" / "python"
     stamp = OVERLAY_VENV / ".ready"
     # unittest-xml-reporting: run_tests() writes XML reports when CI is set.
-    requirements = [f"torch=={TORCH}", "numpy", "ml_dtypes", "scipy", "expecttest", "ninja",
-                    "setuptools", "unittest-xml-reporting"]
+    requirements = [
+        f"torch=={TORCH}",
+        "numpy",
+        "ml_dtypes",
+        "scipy",
+        "expecttest",
+        "ninja",
+        "setuptools",
+        "unittest-xml-reporting",
+    ]
     if not stamp.exists() or stamp.read_text() != " ".join(requirements):
         _log(f"setting up the overlay environment {OVERLAY_VENV}")
         if not py.exists():
             _run([sys.executable, "-m", "venv", str(OVERLAY_VENV)], "creating the overlay venv")
-        _run([str(py), "-m", "pip", "install", "--quiet", *requirements],
-             "installing the overlay environment")
+        _run(
+            [str(py), "-m", "pip", "install", "--quiet", *requirements],
+            "installing the overlay environment",
+        )
         stamp.write_text(" ".join(requirements))
     return py
 
 
 def check_overlay(tree: Path, tmp: Path) -> None:
     py = _overlay_python()
-    site = Path(_run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                     "locating site-packages").stdout.strip())
+    site = Path(
+        _run(
+            [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            "locating site-packages",
+        ).stdout.strip()
+    )
     for old in site.glob("_acc_overlay*"):
         old.unlink()
     # A fresh torch/ each time: reinstall the wheel's Python files, then lay the series' on top.
-    _run([str(py), "-m", "pip", "install", "--quiet", "--force-reinstall", "--no-deps",
-          f"torch=={TORCH}"], "restoring the installed torch")
+    _run(
+        [
+            str(py),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--force-reinstall",
+            "--no-deps",
+            f"torch=={TORCH}",
+        ],
+        "restoring the installed torch",
+    )
     base = ensure_base(CACHE)
     head = _run(["git", "-C", str(base), "rev-parse", "HEAD"], "rev-parse").stdout.strip()
-    changed = _run(["git", "-C", str(tree), "diff", "--name-only", head, "HEAD"],
-                   "listing changed files").stdout.split()
+    changed = _run(
+        ["git", "-C", str(tree), "diff", "--name-only", head, "HEAD"], "listing changed files"
+    ).stdout.split()
     # Build the patched tree's torch/csrc/acc (before the Python files change, so that this
     # build imports the stock torch); torch/csrc/acc resolves to the patched tree.
     include = tmp / "overlay-include"
@@ -226,19 +279,32 @@ def check_overlay(tree: Path, tmp: Path) -> None:
             _log(f"overlaid: {path}")
     (site / "_acc_overlay_finder.py").write_text(_FINDER)
     (site / "_acc_overlay.pth").write_text("import _acc_overlay_finder\n")
-    proc = subprocess.run([str(py), "-c", "import torch_acc"], capture_output=True, text=True,
-                          cwd=tree / "test", check=False)
+    proc = subprocess.run(
+        [str(py), "-c", "import torch_acc"],
+        capture_output=True,
+        text=True,
+        cwd=tree / "test",
+        check=False,
+    )
     if proc.returncode == 0:
         raise CheckFailed("the standalone torch_acc is importable in the overlay environment")
-    _run([str(py), "-c", "import torch; assert hasattr(torch._C, '_acc'); "
-          "from torch.utils.backend_registration import setup_privateuseone_for_python_backend"],
-         "importing torch with the overlay", cwd=tree / "test")
+    _run(
+        [
+            str(py),
+            "-c",
+            "import torch; assert hasattr(torch._C, '_acc'); "
+            "from torch.utils.backend_registration import setup_privateuseone_for_python_backend",
+        ],
+        "importing torch with the overlay",
+        cwd=tree / "test",
+    )
     failed = []
     for feature in series_rules.TESTS:
         test = f"{series_rules.TEST_PREFIX}{feature}.py"
         # As each patch's Test Plan says: the file runs itself (run_tests()).
-        proc = subprocess.run([str(py), test], capture_output=True, text=True,
-                              cwd=tree / "test", check=False)
+        proc = subprocess.run(
+            [str(py), test], capture_output=True, text=True, cwd=tree / "test", check=False
+        )
         lines = proc.stderr.strip().splitlines()
         tail = " ".join(lines[-3:]) if lines else ""
         _log(f"overlay {test}: {tail}")

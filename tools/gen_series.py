@@ -184,16 +184,27 @@ def apply_current_accelerator(tree: Path) -> None:
     header = "aten/src/ATen/DeviceAccelerator.h"
     edit(tree, header, _ACCELERATOR_DECL, _ACCELERATOR_DECL + _ACCELERATOR_SETTER_DECL)
     source = "aten/src/ATen/DeviceAccelerator.cpp"
-    edit(tree, source, "#include <ATen/DeviceAccelerator.h>\n",
-         "#include <ATen/DeviceAccelerator.h>\n\n#include <atomic>\n\n")
+    edit(
+        tree,
+        source,
+        "#include <ATen/DeviceAccelerator.h>\n",
+        "#include <ATen/DeviceAccelerator.h>\n\n#include <atomic>\n\n",
+    )
     edit(tree, source, _ACCELERATOR_DEF, _ACCELERATOR_CHOICE + _ACCELERATOR_DEF)
     edit(tree, source, _ACCELERATOR_DETECT, _ACCELERATOR_CHOSEN + _ACCELERATOR_DETECT)
-    edit(tree, "torch/csrc/DeviceAccelerator.cpp", _ACCELERATOR_BINDING_AFTER,
-         _ACCELERATOR_BINDING_AFTER + _ACCELERATOR_BINDING)
-    edit(tree, "torch/_C/__init__.pyi.in",
-         "def _accelerator_getAccelerator() -> _device: ...\n",
-         "def _accelerator_getAccelerator() -> _device: ...\n"
-         "def _accelerator_setCurrentAccelerator(device: Optional[_device]) -> None: ...\n")
+    edit(
+        tree,
+        "torch/csrc/DeviceAccelerator.cpp",
+        _ACCELERATOR_BINDING_AFTER,
+        _ACCELERATOR_BINDING_AFTER + _ACCELERATOR_BINDING,
+    )
+    edit(
+        tree,
+        "torch/_C/__init__.pyi.in",
+        "def _accelerator_getAccelerator() -> _device: ...\n",
+        "def _accelerator_getAccelerator() -> _device: ...\n"
+        "def _accelerator_setCurrentAccelerator(device: Optional[_device]) -> None: ...\n",
+    )
 
 
 def _public_name(module: ast.Module, name: str, signature: str, call: str) -> str:
@@ -217,17 +228,29 @@ def apply_accelerator_api(tree: Path) -> None:
     public names of the registry's functions (``torch/utils/_acc_registry.py``)."""
     module = ast.parse((ROOT / "torch_acc/registry.py").read_text())
     path = "torch/accelerator/__init__.py"
-    edit(tree, path, '    "set_device_idx",  # deprecated\n',
-         '    "set_current_accelerator",\n    "set_device_idx",  # deprecated\n')
+    edit(
+        tree,
+        path,
+        '    "set_device_idx",  # deprecated\n',
+        '    "set_current_accelerator",\n    "set_device_idx",  # deprecated\n',
+    )
     target = tree / path
-    target.write_text(target.read_text() + _public_name(
-        module, "set_current_accelerator", "(device: _device_t, /) -> None", "(device)"
-    ))
+    target.write_text(
+        target.read_text()
+        + _public_name(
+            module, "set_current_accelerator", "(device: _device_t, /) -> None", "(device)"
+        )
+    )
     target = tree / "torch/utils/__init__.py"
-    target.write_text(target.read_text() + _public_name(
-        module, "register_backend", "(name: str, module, *, setup=None) -> None",
-        "(name, module, setup=setup)",
-    ))
+    target.write_text(
+        target.read_text()
+        + _public_name(
+            module,
+            "register_backend",
+            "(name: str, module, *, setup=None) -> None",
+            "(name, module, setup=setup)",
+        )
+    )
 
 
 def apply_noop_guard(tree: Path) -> None:
@@ -240,13 +263,17 @@ def apply_acc_module(tree: Path) -> None:
     src_dir, dst_dir = series_rules.CPP_DIR
     sources = sorted(f for f in (ROOT / src_dir).iterdir() if f.name != "compat.h")
     for f in sources:
-        write(tree, f"{dst_dir}/{f.name}", series_rules.resolve_cpp(f.read_text(), f"{src_dir}/{f.name}"))
+        write(
+            tree,
+            f"{dst_dir}/{f.name}",
+            series_rules.resolve_cpp(f.read_text(), f"{src_dir}/{f.name}"),
+        )
     cpp = [f"{dst_dir}/{f.name}" for f in sources if f.suffix == ".cpp"]
     edit(
         tree,
         "build_variables.bzl",
-        'libtorch_python_core_sources = [\n',
-        'libtorch_python_core_sources = [\n' + "".join(f'    "{p}",\n' for p in cpp),
+        "libtorch_python_core_sources = [\n",
+        "libtorch_python_core_sources = [\n" + "".join(f'    "{p}",\n' for p in cpp),
     )
     edit(
         tree,
@@ -261,8 +288,12 @@ def apply_acc_module(tree: Path) -> None:
         "  torch::accelerator::initModule(module);\n  torch::acc::initModule(module);\n",
     )
     carry_python(tree, "torch_acc/_C.pyi", series_rules.FILES["torch_acc/_C.pyi"])
-    edit(tree, "torch/_C/__init__.pyi.in", "from . import (\n    _aoti,\n",
-         "from . import (\n    _acc,\n    _aoti,\n")
+    edit(
+        tree,
+        "torch/_C/__init__.pyi.in",
+        "from . import (\n    _aoti,\n",
+        "from . import (\n    _acc,\n    _aoti,\n",
+    )
 
 
 def _split_module(text: str) -> tuple[list[str], list[str], str]:
@@ -288,10 +319,18 @@ def apply_backend_registration(tree: Path) -> None:
     existing = (tree / target).read_text()
     new_imports = "".join(i for i in imports if i not in existing)
     old_all = '__all__ = ["rename_privateuse1_backend", "generate_methods_for_privateuse1_backend"]'
-    new_all = "__all__ = [\n" + "".join(
-        f'    "{n}",\n'
-        for n in ["rename_privateuse1_backend", "generate_methods_for_privateuse1_backend", *names]
-    ) + "]"
+    new_all = (
+        "__all__ = [\n"
+        + "".join(
+            f'    "{n}",\n'
+            for n in [
+                "rename_privateuse1_backend",
+                "generate_methods_for_privateuse1_backend",
+                *names,
+            ]
+        )
+        + "]"
+    )
     existing = replace_once(existing, old_all, new_imports + "\n" + new_all, target)
     write(tree, target, existing.rstrip("\n") + "\n\n\n" + body)
     for src_file, dst_file in series_rules.FILES.items():
@@ -306,14 +345,16 @@ def _source_change(module: str) -> dict:
     text = (ROOT / src).read_text()
     tree = ast.parse(text)
     changes = next(
-        ast.literal_eval(node.value) for node in tree.body
+        ast.literal_eval(node.value)
+        for node in tree.body
         if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "SOURCE_CHANGES"
     )
     change = next(c for c in changes if c["module"] == module)
     if "helper" not in change:
         return change
     helper = next(
-        node for node in tree.body
+        node
+        for node in tree.body
         if isinstance(node, ast.FunctionDef) and node.name == change["helper"]
     )
     source = ast.get_source_segment(text, helper).replace(
@@ -471,7 +512,7 @@ torch/testing/_internal/acc_numpy_backend/ is a reference backend for the tests:
 arrays as device data, kernels registered with torch.library.
 """,
         apply_backend_registration,
-        "    python -c \"import torch; torch.utils.backend_registration."
+        '    python -c "import torch; torch.utils.backend_registration.'
         "setup_privateuseone_for_python_backend('npy'); print(torch.device('npy:0'))\"",
     ),
     Patch(
@@ -620,8 +661,17 @@ def generate(out: Path, tree: Path | None = None) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.patch"):
         old.unlink()
-    git(work, "format-patch", "--quiet", "--zero-commit", "--no-signature", "--full-index",
-        "-o", str(out.resolve()), f"{start}..HEAD")
+    git(
+        work,
+        "format-patch",
+        "--quiet",
+        "--zero-commit",
+        "--no-signature",
+        "--full-index",
+        "-o",
+        str(out.resolve()),
+        f"{start}..HEAD",
+    )
     names = sorted(p.name for p in out.glob("*.patch"))
     (out / "series").write_text("".join(n + "\n" for n in names))
     return work

@@ -139,7 +139,7 @@ def rewrite_imports(text: str, path: str) -> str:
         elif module in MODULES:
             module = MODULES[module]
         elif (package := _package_of(module)) is not None:
-            module = MODULES[package] + module[len(package):]
+            module = MODULES[package] + module[len(package) :]
         else:
             raise ValueError(f"{path}: no in-tree home for {full} (tools/series_rules.py)")
         return f"from {module} import {name}" + ("" if name == alias else f" as {alias}")
@@ -273,8 +273,7 @@ def resolve_cpp(text: str, path: str) -> str:
         text = re.sub(
             r"^(?P<head>[^\n]*\S)\n[ \t]+(?P<tail>" + re.escape(value) + r"\b[^\n]*)$",
             lambda m: (
-                f"{m['head']} {m['tail']}" if len(m["head"]) + 1 + len(m["tail"]) <= 80
-                else m[0]
+                f"{m['head']} {m['tail']}" if len(m["head"]) + 1 + len(m["tail"]) <= 80 else m[0]
             ),
             text,
             flags=re.MULTILINE,
@@ -299,8 +298,9 @@ def _block_end(text: str, open_brace: int) -> int:
 
 
 def _resolve_if_constexpr(text: str, path: str) -> str:
-    pattern = re.compile(r"^(?P<indent>[ \t]*)if constexpr \((?P<neg>!?)(?P<name>TORCH_ACC_\w+)\) \{\n",
-                         re.MULTILINE)
+    pattern = re.compile(
+        r"^(?P<indent>[ \t]*)if constexpr \((?P<neg>!?)(?P<name>TORCH_ACC_\w+)\) \{\n", re.MULTILINE
+    )
     while m := pattern.search(text):
         if m["name"] not in CPP_FACTS:
             raise SeriesRuleError(f"{path}: unresolved version switch {m['name']}")
@@ -314,8 +314,9 @@ def _resolve_if_constexpr(text: str, path: str) -> str:
             raise SeriesRuleError(f"{path}: cannot resolve the if constexpr on {m['name']}")
         kept = then_body if CPP_FACTS[m["name"]] != bool(m["neg"]) else else_body
         lines = kept.rstrip(" \t").splitlines(keepends=True)
-        dedented = "".join(line[2:] if line.startswith(m["indent"] + "  ") else line
-                           for line in lines)
+        dedented = "".join(
+            line[2:] if line.startswith(m["indent"] + "  ") else line for line in lines
+        )
         text = text[: m.start()] + dedented + text[end + 1 :]
     return text
 
@@ -367,8 +368,12 @@ def _is_compat(node: ast.AST) -> bool:
 
 def _value(node: ast.expr, names: dict, path: str):
     """What ``node`` evaluates to on the base, or ``_UNKNOWN``."""
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and _is_compat(node.func.value) and node.func.attr in PY_FACT_CALLS):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and _is_compat(node.func.value)
+        and node.func.attr in PY_FACT_CALLS
+    ):
         return _parse_value(_fact_text(node, path))
     if isinstance(node, ast.Attribute) and _is_compat(node.value):
         return _parse_value(_fact_text(node, path))
@@ -409,8 +414,8 @@ def _value(node: ast.expr, names: dict, path: str):
 
 def _compare(op: ast.cmpop, left, right) -> bool:
     if isinstance(op, ast.Is | ast.IsNot):
-        same = left == right if isinstance(left, _Ref) or isinstance(right, _Ref) else (
-            left is right
+        same = (
+            left == right if isinstance(left, _Ref) or isinstance(right, _Ref) else (left is right)
         )
         return same if isinstance(op, ast.Is) else not same
     if isinstance(op, ast.In | ast.NotIn):
@@ -434,8 +439,9 @@ def _aliases(tree: ast.Module) -> dict:
     for node in tree.body:
         if isinstance(node, ast.Import):
             for a in node.names:
-                names[a.asname or a.name.split(".")[0]] = _Ref(a.asname and a.name or
-                                                               a.name.split(".")[0])
+                names[a.asname or a.name.split(".")[0]] = _Ref(
+                    a.asname and a.name or a.name.split(".")[0]
+                )
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             for a in node.names:
                 full = f"{node.module}.{a.name}"
@@ -481,7 +487,8 @@ class _Lines:
         after = 0
         while at + after < len(self.lines) and not self.lines[at + after].strip():
             after += 1
-        del self.lines[at : at + min(before, after)]
+        opens_block = before == 0 and at > 0 and self.lines[at - 1].rstrip().endswith(b":")
+        del self.lines[at : at + (after if opens_block else min(before, after))]
 
 
 def _block(lines: _Lines, first: int, last: int, indent: str) -> list[bytes]:
@@ -505,11 +512,14 @@ def _fold_if(lines: _Lines, node: ast.If, keep_body: bool, path: str) -> None:
         new = []
     elif lines.lines[node.orelse[0].lineno - 1].lstrip().startswith(b"elif "):
         first = node.orelse[0].lineno
-        new = [lines.lines[first - 1].replace(b"elif ", b"if ", 1),
-               *lines.lines[first : node.end_lineno]]
+        new = [
+            lines.lines[first - 1].replace(b"elif ", b"if ", 1),
+            *lines.lines[first : node.end_lineno],
+        ]
     else:
         else_line = next(
-            n for n in range(node.body[-1].end_lineno + 1, node.orelse[0].lineno + 1)
+            n
+            for n in range(node.body[-1].end_lineno + 1, node.orelse[0].lineno + 1)
             if lines.lines[n - 1].lstrip().startswith(b"else")
         )
         new = _block(lines, else_line + 1, node.end_lineno, indent)
@@ -555,24 +565,35 @@ def _fold_one(lines: _Lines, path: str) -> bool:
     if not sites:
         return False
     fact = sites[0]
-    if (isinstance(parents[fact], ast.Call) and parents[fact].func is fact
-            and fact.attr in PY_FACT_CALLS):
+    if (
+        isinstance(parents[fact], ast.Call)
+        and parents[fact].func is fact
+        and fact.attr in PY_FACT_CALLS
+    ):
         fact = parents[fact]
     owner = parents[fact]
     # A local bound once to a fact: its uses read the fact.
-    if isinstance(owner, ast.Assign) and len(owner.targets) == 1 and isinstance(
-        owner.targets[0], ast.Name
+    if (
+        isinstance(owner, ast.Assign)
+        and len(owner.targets) == 1
+        and isinstance(owner.targets[0], ast.Name)
     ):
         scope = owner
         while scope in parents and not isinstance(scope, ast.FunctionDef):
             scope = parents[scope]
         if isinstance(scope, ast.FunctionDef):
             local = owner.targets[0].id
-            stores = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == local
-                      and isinstance(n.ctx, ast.Store)]
+            stores = [
+                n
+                for n in ast.walk(scope)
+                if isinstance(n, ast.Name) and n.id == local and isinstance(n.ctx, ast.Store)
+            ]
             if len(stores) == 1:
-                uses = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == local
-                        and isinstance(n.ctx, ast.Load)]
+                uses = [
+                    n
+                    for n in ast.walk(scope)
+                    if isinstance(n, ast.Name) and n.id == local and isinstance(n.ctx, ast.Load)
+                ]
                 source = lines.segment(fact)
                 for use in sorted(uses, key=lambda n: (n.lineno, n.col_offset), reverse=True):
                     lines.replace_span(use, source)
@@ -617,13 +638,18 @@ def _fold_one(lines: _Lines, path: str) -> bool:
         if isinstance(statement, ast.FunctionDef | ast.ClassDef):
             _drop_decorated(lines, tree, {holder: always})
             return True
-        if (isinstance(statement, ast.Assign) and statement in tree.body
-                and isinstance(statement.targets[0], ast.Name)):
+        if (
+            isinstance(statement, ast.Assign)
+            and statement in tree.body
+            and isinstance(statement.targets[0], ast.Name)
+        ):
             alias = statement.targets[0].id
             decorators = {
                 dec: always
-                for node in ast.walk(tree) if isinstance(node, ast.FunctionDef | ast.ClassDef)
-                for dec in node.decorator_list if isinstance(dec, ast.Name) and dec.id == alias
+                for node in ast.walk(tree)
+                if isinstance(node, ast.FunctionDef | ast.ClassDef)
+                for dec in node.decorator_list
+                if isinstance(dec, ast.Name) and dec.id == alias
             }
             first, last = statement.lineno, statement.end_lineno
             _drop_decorated(lines, tree, decorators)
@@ -637,31 +663,33 @@ def _fold_one(lines: _Lines, path: str) -> bool:
 def _drop_import_names(lines: _Lines, tree: ast.Module, drop: set[str]) -> None:
     """``from torch_acc... import`` lines without the names in ``drop`` (a line left with
     none goes)."""
-    for node in sorted((n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)),
-                       key=lambda n: n.lineno, reverse=True):
+    for node in sorted(
+        (n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)),
+        key=lambda n: n.lineno,
+        reverse=True,
+    ):
         if not (node.module or "").startswith("torch_acc"):
             continue
         keep = [a for a in node.names if (a.asname or a.name) not in drop]
         if len(keep) == len(node.names):
             continue
-        if keep:
-            node.names = keep
-            new = [(lines.indent(node.lineno) + ast.unparse(node) + "\n").encode()]
-        else:
-            new = []
-        lines.lines[node.lineno - 1 : node.end_lineno] = new
+        node.names = keep
+        new = [(lines.indent(node.lineno) + ast.unparse(node) + "\n").encode()] if keep else []
+        lines.replace_lines(node.lineno, node.end_lineno, new)
 
 
 def _patch_helpers() -> dict[str, str]:
     """Rule 6's helpers: ``torch_acc._patches.<helper>`` -> its in-tree home."""
     tree = ast.parse((_ROOT / "torch_acc/_patches.py").read_text())
     changes = next(
-        ast.literal_eval(node.value) for node in tree.body
+        ast.literal_eval(node.value)
+        for node in tree.body
         if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "SOURCE_CHANGES"
     )
     return {
         f"torch_acc._patches.{c['helper']}": f"{c['module']}._{c['helper']}"
-        for c in changes if "helper" in c
+        for c in changes
+        if "helper" in c
     }
 
 
@@ -677,8 +705,11 @@ def _drop_runtime_patching(lines: _Lines, path: str) -> None:
     standalone = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module == "torch_acc._patches":
-            standalone.update(a.asname or a.name for a in node.names
-                              if f"torch_acc._patches.{a.name}" not in helpers)
+            standalone.update(
+                a.asname or a.name
+                for a in node.names
+                if f"torch_acc._patches.{a.name}" not in helpers
+            )
     edits = []
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and any(
@@ -686,14 +717,24 @@ def _drop_runtime_patching(lines: _Lines, path: str) -> None:
         ):
             first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
             edits.append(("lines", first, node.end_lineno, node))
-        elif (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
-              and ast.unparse(node.value) == "_patches.apply()"):
+        elif (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Call)
+            and ast.unparse(node.value) == "_patches.apply()"
+        ):
             edits.append(("lines", node.lineno, node.end_lineno, node))
-        elif (isinstance(node, ast.ImportFrom) and node.module == "torch_acc"
-              and [a.name for a in node.names] == ["_patches"] and node.col_offset > 0):
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module == "torch_acc"
+            and [a.name for a in node.names] == ["_patches"]
+            and node.col_offset > 0
+        ):
             edits.append(("lines", node.lineno, node.end_lineno, node))
-        elif (isinstance(node, ast.Call) and ast.unparse(node.func) == "_patches.original"
-              and isinstance(node.args[0], ast.Constant)):
+        elif (
+            isinstance(node, ast.Call)
+            and ast.unparse(node.func) == "_patches.original"
+            and isinstance(node.args[0], ast.Constant)
+        ):
             edits.append(("span", node.lineno, node.col_offset, node))
     # Bottom-up, so that earlier positions stay valid; a span inside a dropped function is
     # dropped with it.
@@ -706,7 +747,7 @@ def _drop_runtime_patching(lines: _Lines, path: str) -> None:
             dropped.append(node)
         else:
             lines.replace_span(node, f"torch.accelerator.{node.args[0].value}")
-    _drop_import_names(lines, ast.parse(lines.text()), standalone | {"_patches"})
+    _drop_import_names(lines, ast.parse(lines.text()), standalone)
 
 
 def _used_names(tree: ast.Module) -> set[str]:
@@ -723,7 +764,7 @@ def _drop_unused_imports(lines: _Lines, used_before: set[str]) -> None:
         bound = [(a.asname or a.name.split(".")[0]) for a in node.names]
         gone = [b for b in bound if b in used_before and b not in unused]
         if gone and len(gone) == len(bound):
-            lines.lines[node.lineno - 1 : node.end_lineno] = []
+            lines.replace_lines(node.lineno, node.end_lineno, [])
         elif gone:
             node.names = [a for a, b in zip(node.names, bound, strict=True) if b not in gone]
             lines.lines[node.lineno - 1 : node.end_lineno] = [(ast.unparse(node) + "\n").encode()]
@@ -744,17 +785,21 @@ def resolve_python(text: str, path: str) -> str:
     while _fold_one(lines, path):
         pass
     _drop_runtime_patching(lines, path)
-    _drop_import_names(lines, ast.parse(lines.text()), {"_compat"})
-    _drop_unused_imports(lines, used_before)
-    out = lines.text()
-    for node in ast.walk(ast.parse(out)):
+    for node in ast.walk(ast.parse(lines.text())):
         if isinstance(node, ast.Name) and node.id in STANDALONE_ONLY:
             raise SeriesRuleError(
                 f"{path}:{node.lineno}: in-tree code uses the standalone-only {node.id} "
                 f"(not carried by the series; tools/series_rules.py rules 6 and 9)"
             )
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                and node.func.id in FORBIDDEN_CALLS):
+    _drop_import_names(lines, ast.parse(lines.text()), set(STANDALONE_ONLY))
+    _drop_unused_imports(lines, used_before)
+    out = lines.text()
+    for node in ast.walk(ast.parse(out)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in FORBIDDEN_CALLS
+        ):
             raise SeriesRuleError(
                 f"{path}:{node.lineno}: forbidden in-tree construct {node.func.id}(): in-tree "
                 "code is edited, not generated or patched at run time"
