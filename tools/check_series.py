@@ -16,7 +16,9 @@ Usage::
 """
 
 import argparse
+import ast
 import filecmp
+import json
 import shutil
 import subprocess
 import sys
@@ -172,7 +174,8 @@ def check_compile(tree: Path) -> None:
 
 
 _FINDER = '''\
-"""Loads the overlay build of torch/csrc/acc when torch loads torch.utils.backend_registration."""
+"""Loads the overlay build of torch/csrc/acc when torch loads torch.utils.backend_registration,
+and the stand-in for the series' ATen binding (_acc_overlay_accelerator)."""
 import importlib.abc
 import sys
 
@@ -182,6 +185,7 @@ class _AccOverlay(importlib.abc.MetaPathFinder):
         if name == "torch.utils.backend_registration":
             sys.meta_path.remove(self)
             import _acc_overlay  # noqa: F401  (calls torch::acc::initModule(torch._C))
+            import _acc_overlay_accelerator  # noqa: F401
         return None
 
 
@@ -196,6 +200,45 @@ PYBIND11_MODULE(_acc_overlay, m) {
   torch::acc::initModule(pybind11::module_::import("torch._C").ptr());
 }
 """
+
+
+_ACCELERATOR_HEAD = '''\
+"""Stands in, in the overlay only, for the series' ATen change, which a stock libtorch cannot
+get: torch._C._accelerator_setCurrentAccelerator makes torch.accelerator's Python entry points
+report the choice (torch_acc/_patches.py's accelerator_choice, imports rewritten). In-tree,
+at::getAccelerator honours the choice itself, for C++ callers too."""
+
+import functools
+
+import torch
+
+
+'''
+_ACCELERATOR_TAIL = """
+
+
+def _set_current_accelerator(device):
+    accelerator_choice()
+
+
+if not hasattr(torch._C, "_accelerator_setCurrentAccelerator"):
+    torch._C._accelerator_setCurrentAccelerator = _set_current_accelerator
+"""
+
+
+def accelerator_stand_in() -> str:
+    """The overlay's stand-in for ``torch._C._accelerator_setCurrentAccelerator``."""
+    src = "torch_acc/_patches.py"
+    text = (ROOT / src).read_text()
+    wanted = {"_ORIGINALS", "original", "accelerator_choice"}
+    parts = [
+        ast.get_source_segment(text, node)
+        for node in ast.parse(text).body
+        if getattr(node, "name", None) in wanted
+        or getattr(getattr(node, "target", None), "id", None) in wanted
+    ]
+    body = series_rules.rewrite_imports("\n\n\n".join(parts), src)
+    return _ACCELERATOR_HEAD + body + _ACCELERATOR_TAIL
 
 
 def _overlay_python() -> Path:
@@ -222,6 +265,44 @@ def _overlay_python() -> Path:
         )
         stamp.write_text(" ".join(requirements))
     return py
+
+
+_FACTS_SCRIPT = """\
+import json, runpy, sys
+
+import torch
+
+facts, calls = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+ns = runpy.run_path(sys.argv[3])
+bad = [n for n, text in facts.items() if ns[n] != eval(text, {"torch": torch})]
+if ns["current_accelerator_setter"]() is not eval(calls["current_accelerator_setter"]):
+    bad.append("current_accelerator_setter()")
+removed = eval(calls["aten_op_removed"])
+if any(ns["aten_op_removed"](op) != removed for op in ns["REMOVED_ATEN_OPS"]):
+    bad.append("aten_op_removed()")
+print(", ".join(bad))
+"""
+
+
+def check_facts(py: Path, cwd: Path) -> None:
+    """The base values of rule 9 are what ``torch_acc/_compat.py`` says on torch 2.6.0."""
+    proc = _run(
+        [
+            str(py),
+            "-c",
+            _FACTS_SCRIPT,
+            json.dumps(series_rules.PY_FACTS),
+            json.dumps(series_rules.PY_FACT_CALLS),
+            str(ROOT / "torch_acc/_compat.py"),
+        ],
+        "evaluating torch_acc/_compat.py on the overlay's torch",
+        cwd=cwd,
+    )
+    if proc.stdout.strip():
+        raise CheckFailed(
+            f"tools/series_rules.py's base values differ from torch_acc/_compat.py on torch "
+            f"{TORCH} for: {proc.stdout.strip()}"
+        )
 
 
 def check_overlay(tree: Path, tmp: Path) -> None:
@@ -277,6 +358,7 @@ def check_overlay(tree: Path, tmp: Path) -> None:
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(tree / path, dest)
             _log(f"overlaid: {path}")
+    (site / "_acc_overlay_accelerator.py").write_text(accelerator_stand_in())
     (site / "_acc_overlay_finder.py").write_text(_FINDER)
     (site / "_acc_overlay.pth").write_text("import _acc_overlay_finder\n")
     proc = subprocess.run(
@@ -298,6 +380,7 @@ def check_overlay(tree: Path, tmp: Path) -> None:
         "importing torch with the overlay",
         cwd=tree / "test",
     )
+    check_facts(py, tree / "test")
     failed = []
     for feature in series_rules.TESTS:
         test = f"{series_rules.TEST_PREFIX}{feature}.py"
