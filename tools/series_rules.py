@@ -805,3 +805,33 @@ def resolve_python(text: str, path: str) -> str:
                 "code is edited, not generated or patched at run time"
             )
     return out
+
+
+# --- Rule 10: reviewable patches -------------------------------------------------------------
+
+#: The most lines a patch may change (added plus removed), unless it adds one cohesive new
+#: file (a ``.cpp`` with its ``.h`` counts as one; listing it in ``BUILD_LISTS`` is part of
+#: adding it).
+MAX_PATCH_LINES = 1500
+BUILD_LISTS = ("build_variables.bzl",)
+
+
+def check_patch_size(subject: str, numstat: str) -> None:
+    """Rule 10 for one patch, given ``git show --numstat --format=`` of its commit: an
+    oversized patch is an error naming it and its largest files."""
+    rows = []
+    for line in numstat.splitlines():
+        added, removed, name = line.split("\t")
+        rows.append((int(added) + int(removed), int(removed), name))
+    total = sum(r[0] for r in rows)
+    if total <= MAX_PATCH_LINES:
+        return
+    added = [r for r in rows if r[2] not in BUILD_LISTS]
+    stems = {Path(name).with_suffix("").as_posix() for _, _, name in added}
+    if len(stems) == 1 and all(removed == 0 for _, removed, _ in added):
+        return
+    largest = ", ".join(f"{name} ({n})" for n, _, name in sorted(rows, reverse=True)[:3])
+    raise SeriesRuleError(
+        f"patch {subject!r} changes {total} lines, more than {MAX_PATCH_LINES}: split it "
+        f"(largest: {largest})"
+    )
