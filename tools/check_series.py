@@ -1,9 +1,14 @@
 r"""Check the patch series end to end; fails loudly, naming what broke.
 
 1. Regenerating ``patches/`` from the sources changes nothing.
-2. ``git am`` applies every patch to the pristine base, without fuzz.
-3. Every C++ file the series adds or changes compiles (``-fsyntax-only``) against the
-   patched tree plus the generated headers of the ``torch==2.6.0`` wheel.
+2. Patch by patch (each prefix 1..k of the series): ``git am`` applies it to the pristine
+   base without fuzz; every C++ file it adds or changes, and every file of the series that
+   includes a header it changes, compiles (``-fsyntax-only``) against the patched tree plus
+   the generated headers of the ``torch==2.6.0`` wheel; every Python file of the series so
+   far parses, and its imports of torch modules resolve in the tree (names imported from the
+   modules the series changed are defined there). The first patch that breaks is named.
+3. c10: the googletest files the series adds are built against the patched c10 headers and
+   the wheel's libc10, and run.
 4. Overlay run: in a torch 2.6.0 environment where the standalone package is not
    importable, the series' Python files replace the installed ones, the patched
    ``torch/csrc/acc`` is built as an extension whose ``initModule`` is handed ``torch._C``
@@ -78,26 +83,132 @@ def check_regenerate(tmp: Path) -> None:
 def apply_series(tree: Path, patches: Path) -> None:
     """``git am`` every patch of ``series``; an error names the patch and the failing hunk."""
     for name in (patches / "series").read_text().split():
-        proc = subprocess.run(
-            ["git", "-C", str(tree), "am", "--quiet", "--whitespace=nowarn", str(patches / name)],
-            capture_output=True,
-            text=True,
-            check=False,
-            env={**gen_series.IDENTITY, "PATH": "/usr/bin:/bin", "HOME": str(tree)},
-        )
-        if proc.returncode != 0:
-            subprocess.run(
-                ["git", "-C", str(tree), "am", "--abort"], capture_output=True, check=False
+        _git_am(tree, patches / name)
+
+
+def _git_am(tree: Path, patch: Path) -> None:
+    proc = subprocess.run(
+        ["git", "-C", str(tree), "am", "--quiet", "--whitespace=nowarn", str(patch)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**gen_series.IDENTITY, "PATH": "/usr/bin:/bin", "HOME": str(tree)},
+    )
+    if proc.returncode != 0:
+        subprocess.run(["git", "-C", str(tree), "am", "--abort"], capture_output=True, check=False)
+        raise CheckFailed(f"patch {patch.name} does not apply:\n{proc.stdout}{proc.stderr}")
+
+
+def _module_file(tree: Path, module: str) -> Path | None:
+    """The file of ``module`` in ``tree`` (a ``.py``, a package, or a ``torch._C`` stub)."""
+    base = tree / module.replace(".", "/")
+    for candidate in (base.with_suffix(".py"), base / "__init__.py", base / "__init__.pyi"):
+        if candidate.is_file():
+            return candidate
+    if module.startswith("torch._C.") and base.with_suffix(".pyi").is_file():
+        return base.with_suffix(".pyi")
+    return None
+
+
+def _top_level_names(path: Path) -> set[str] | None:
+    """The names ``path`` defines at module level; None when it defines ``__getattr__``."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef):
+            if node.name == "__getattr__":
+                return None
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(
+                n.id for target in targets for n in ast.walk(target) if isinstance(n, ast.Name)
             )
-            raise CheckFailed(f"patch {name} does not apply:\n{proc.stdout}{proc.stderr}")
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.If | ast.Try):
+            names.update(
+                n.id
+                for n in ast.walk(node)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+            )
+    return names
 
 
-def check_apply(tmp: Path) -> Path:
+def python_problems(tree: Path, paths: list[str], changed: set[str]) -> list[str]:
+    """What breaks in the series' Python files ``paths`` of this prefix: syntax, imports of
+    torch modules that the tree does not have, and names imported from the modules the series
+    changed that those modules do not define."""
+    problems = []
+    for path in paths:
+        try:
+            module_tree = ast.parse((tree / path).read_text(), path)
+        except SyntaxError as e:
+            problems.append(f"{path}:{e.lineno}: {e.msg}")
+            continue
+        package = path.rsplit("/", 1)[0].replace("/", ".")
+        for node in ast.walk(module_tree):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                parts = package.split(".")
+                module = ".".join(
+                    parts[: len(parts) - node.level + 1] + ([node.module] if node.module else [])
+                )
+            else:
+                module = node.module or ""
+            if module.split(".")[0] != "torch" or module == "torch._C":
+                continue
+            target = _module_file(tree, module)
+            if target is None:
+                problems.append(f"{path}:{node.lineno}: no module {module} in the tree")
+                continue
+            if str(target.relative_to(tree)) not in changed:
+                continue
+            defined = _top_level_names(target)
+            for alias in node.names:
+                if alias.name == "*" or defined is None or alias.name in defined:
+                    continue
+                if _module_file(tree, f"{module}.{alias.name}") is None:
+                    problems.append(f"{path}:{node.lineno}: {module} defines no {alias.name}")
+    return problems
+
+
+def check_prefixes(tmp: Path) -> Path:
+    """Apply the series one patch at a time; after each, compile the C++ it touched (and the
+    series' files that include a header it touched) and check the series' Python so far.
+    The first patch that breaks is named."""
     base = ensure_base(CACHE)
     tree = tmp / "applied"
     _run(["git", "clone", "--quiet", str(base), str(tree)], "cloning the base")
-    apply_series(tree, ROOT / "patches")
+    patches = ROOT / "patches"
+    flags = compile_flags(tree)
+    changed: set[str] = set()
+    for k, name in enumerate((patches / "series").read_text().split(), 1):
+        _git_am(tree, patches / name)
+        touched = set(_git_lines(tree, "diff", "--name-only", "HEAD~1", "HEAD"))
+        changed |= touched
+        cxx = sorted(p for p in touched if p.endswith((".cpp", ".h")) and (tree / p).exists())
+        headers = [p for p in touched if p.endswith(".h")]
+        for path in sorted(changed - touched):
+            if path.endswith((".cpp", ".h")) and any(
+                f"#include <{h.removeprefix('aten/src/')}>" in (tree / path).read_text()
+                for h in headers
+            ):
+                cxx.append(path)
+        failed = compile_cxx(tree, flags, cxx)
+        py = sorted(p for p in changed if p.endswith((".py", ".pyi")) and (tree / p).exists())
+        failed += python_problems(tree, py, changed)
+        if failed:
+            raise CheckFailed(
+                f"the series breaks at patch {k}, {name} (patches 1..{k} applied):\n"
+                + "\n".join(failed)
+            )
+        _log(f"patch {k} ok: {len(cxx)} C++ files compiled, {len(py)} Python files checked")
     return tree
+
+
+def _git_lines(tree: Path, *args: str) -> list[str]:
+    return _run(["git", "-C", str(tree), *args], f"git {args[0]}").stdout.split()
 
 
 def wheel_include() -> Path:
@@ -131,23 +242,9 @@ def wheel_include() -> Path:
     return dest / "torch" / "include"
 
 
-def check_compile(tree: Path) -> None:
-    base = ensure_base(CACHE)
-    changed = _run(
-        [
-            "git",
-            "-C",
-            str(tree),
-            "diff",
-            "--name-only",
-            _run(["git", "-C", str(base), "rev-parse", "HEAD"], "rev-parse").stdout.strip(),
-            "HEAD",
-        ],
-        "listing changed files",
-    ).stdout.split()
-    cxx = [p for p in changed if p.endswith((".cpp", ".h"))]
+def compile_flags(tree: Path) -> list[str]:
     include = wheel_include()
-    flags = [
+    return [
         "-std=c++17",
         "-fsyntax-only",
         "-fPIC",
@@ -161,16 +258,114 @@ def check_compile(tree: Path) -> None:
         f"-I{include / 'kineto'}",
         f"-I{sysconfig.get_paths()['include']}",
     ]
+
+
+def compile_cxx(tree: Path, flags: list[str], paths: list[str]) -> list[str]:
+    """``g++ -fsyntax-only`` of each of ``paths``; the errors of those that fail."""
     failed = []
-    for path in cxx:
+    for path in paths:
         cmd = ["g++", *flags, "-x", "c++", str(tree / path)]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
-            failed.append(f"{path}:\n{proc.stderr[-4000:]}")
+            failed.append(f"{path} does not compile:\n{proc.stderr[-4000:]}")
         else:
             _log(f"compiles: {path}")
-    if failed:
-        raise CheckFailed("C++ files of the series do not compile:\n" + "\n".join(failed))
+    return failed
+
+
+GTEST_SRC = Path("/usr/src/googletest/googletest")
+
+
+def wheel_lib() -> Path:
+    """``torch/lib`` of the torch 2.6.0 wheel (``libc10.so``), extracted once."""
+    wheel_include()
+    dest = CACHE / f"torch-{TORCH}-lib"
+    if not (dest / "torch" / "lib" / "libc10.so").is_file():
+        wheel = next((CACHE / "wheels").glob(f"torch-{TORCH}-*.whl"))
+        partial = dest.with_suffix(".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        with zipfile.ZipFile(wheel) as z:
+            z.extract("torch/lib/libc10.so", partial)
+        partial.rename(dest)
+    return dest / "torch" / "lib"
+
+
+def gtest_lib() -> Path:
+    """googletest (Debian's libgtest-dev sources) built once with the wheel's C++ ABI: the
+    torch 2.6.0 wheel's libc10 is built with the pre-C++11 std::string."""
+    dest = CACHE / "gtest-abi0"
+    lib = dest / "libgtest_main_abi0.a"
+    if lib.is_file():
+        return lib
+    if not (GTEST_SRC / "src" / "gtest-all.cc").is_file():
+        raise CheckFailed(f"no googletest sources in {GTEST_SRC}: install libgtest-dev")
+    dest.mkdir(parents=True, exist_ok=True)
+    objects = []
+    for src in ("gtest-all.cc", "gtest_main.cc"):
+        obj = dest / src.replace(".cc", ".o")
+        _run(
+            [
+                "g++",
+                "-std=c++17",
+                "-O1",
+                "-D_GLIBCXX_USE_CXX11_ABI=0",
+                f"-I{GTEST_SRC}",
+                f"-I{GTEST_SRC / 'include'}",
+                "-c",
+                str(GTEST_SRC / "src" / src),
+                "-o",
+                str(obj),
+            ],
+            f"building googletest's {src}",
+        )
+        objects.append(str(obj))
+    _run(["ar", "rcs", str(lib), *objects], "archiving googletest")
+    return lib
+
+
+def check_c10_tests(tree: Path, tmp: Path) -> None:
+    """Build and run the googletest files the series adds under ``c10/test``.
+
+    What the series changes in c10 is header code (``NoOpDeviceGuardImpl`` in
+    ``c10/core/impl/DeviceGuardImplInterface.h``): each test compiles it from the patched tree,
+    and links the rest of c10, which the series leaves as it is, from the wheel's libc10.
+    A series that changes a c10 ``.cpp`` needs a CMake build of c10 instead: an error here.
+    """
+    base_head = _git_lines(ensure_base(CACHE), "rev-parse", "HEAD")[0]
+    changed = _git_lines(tree, "diff", "--name-only", base_head, "HEAD")
+    sources = [p for p in changed if p.startswith("c10/") and p.endswith(".cpp")]
+    tests = [p for p in sources if p.startswith("c10/test/")]
+    if set(sources) - set(tests):
+        raise CheckFailed(
+            f"the series changes c10 sources {sorted(set(sources) - set(tests))}: this check "
+            "links the wheel's libc10 and cannot test them; build c10 with CMake"
+        )
+    lib, gtest = wheel_lib(), gtest_lib()
+    include = wheel_include()
+    for test in tests:
+        binary = tmp / Path(test).stem
+        _run(
+            [
+                "g++",
+                "-std=c++17",
+                "-O1",
+                "-D_GLIBCXX_USE_CXX11_ABI=0",
+                f"-I{tree}",
+                f"-I{include}",
+                f"-I{GTEST_SRC / 'include'}",
+                str(tree / test),
+                str(gtest),
+                f"-L{lib}",
+                "-lc10",
+                f"-Wl,-rpath,{lib}",
+                "-pthread",
+                "-o",
+                str(binary),
+            ],
+            f"building {test}",
+        )
+        proc = _run([str(binary)], f"running {test}")
+        _log(f"{test}: {proc.stdout.strip().splitlines()[-1]}")
 
 
 _FINDER = '''\
@@ -406,10 +601,10 @@ def main() -> int:
         try:
             _log("1/4 regenerating the series")
             check_regenerate(tmp)
-            _log("2/4 applying the series to the pristine base")
-            tree = check_apply(tmp)
-            _log("3/4 compiling the series' C++ files")
-            check_compile(tree)
+            _log("2/4 applying the series patch by patch: C++ compiled, Python checked")
+            tree = check_prefixes(tmp)
+            _log("3/4 building and running the series' c10 googletest files")
+            check_c10_tests(tree, tmp)
             if not args.skip_overlay:
                 _log("4/4 overlay run of the series' tests on torch " + TORCH)
                 check_overlay(tree, tmp)
