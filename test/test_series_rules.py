@@ -11,6 +11,7 @@ from torch.testing._internal.common_utils import run_tests, TestCase
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 
+import check_series  # noqa: E402
 import pytorch_source  # noqa: E402
 import series_rules  # noqa: E402
 
@@ -247,6 +248,60 @@ def setup():
             series_rules.SeriesRuleError, r"t\.py:1: forbidden in-tree construct exec\(\)"
         ):
             self._resolve("exec(compile('1', 'f', 'eval'))\n")
+
+
+class TestPatchSize(TestCase):
+    def test_oversized_patch_is_an_error(self):
+        numstat = "900\t0\ttorch/utils/a.py\n700\t10\ttorch/utils/b.py\n"
+        with self.assertRaisesRegex(
+            series_rules.SeriesRuleError,
+            r"patch '\[utils\] Add a and b' changes 1610 lines, more than 1500: split it "
+            r"\(largest: torch/utils/b\.py \(710\), torch/utils/a\.py \(900\)",
+        ):
+            series_rules.check_patch_size("[utils] Add a and b", numstat)
+
+    def test_one_cohesive_new_file_may_be_large(self):
+        numstat = "2250\t0\ttorch/csrc/acc/Bridge.cpp\n88\t0\ttorch/csrc/acc/Bridge.h\n"
+        series_rules.check_patch_size("[acc] bridge", numstat + "1\t0\tbuild_variables.bzl\n")
+        with self.assertRaisesRegex(series_rules.SeriesRuleError, "changes 2340 lines"):
+            series_rules.check_patch_size("[acc] bridge", numstat + "2\t0\ttorch/csrc/x.cpp\n")
+
+
+class TestPrefixCheck(TestCase):
+    def _tree(self, files: dict[str, str]) -> Path:
+        root = Path(tempfile.mkdtemp(prefix="series-tree-"))
+        self.addCleanup(shutil.rmtree, root)
+        for name, text in files.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(textwrap.dedent(text))
+        return root
+
+    def test_imports_resolve_in_the_tree(self):
+        tree = self._tree(
+            {
+                "torch/utils/a.py": "def f():\n    pass\n",
+                "torch/utils/b.py": """\
+                    from torch.utils.a import f, g
+                    from torch.utils.missing import h
+                    from torch._C._acc import DeviceGuard
+                    from . import a
+                """,
+            }
+        )
+        changed = {"torch/utils/a.py", "torch/utils/b.py"}
+        self.assertEqual(
+            check_series.python_problems(tree, sorted(changed), changed),
+            [
+                "torch/utils/b.py:1: torch.utils.a defines no g",
+                "torch/utils/b.py:2: no module torch.utils.missing in the tree",
+                "torch/utils/b.py:3: no module torch._C._acc in the tree",
+            ],
+        )
+
+    def test_syntax_error_is_named(self):
+        tree = self._tree({"torch/x.py": "def f(:\n"})
+        (problem,) = check_series.python_problems(tree, ["torch/x.py"], {"torch/x.py"})
+        self.assertTrue(problem.startswith("torch/x.py:1: "), problem)
 
 
 if __name__ == "__main__":

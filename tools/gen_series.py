@@ -218,14 +218,14 @@ def _public_name(module: ast.Module, name: str, signature: str, call: str) -> st
     return (
         f"\n\ndef {name}{signature}:\n"
         f'    r"""{doc}"""\n'
-        f"    from torch.utils._acc_registry import {name} as _{name}\n\n"
+        f"    from torch.utils._acc.registry import {name} as _{name}\n\n"
         f"    return _{name}{call}\n"
     )
 
 
 def apply_accelerator_api(tree: Path) -> None:
     """``torch.accelerator.set_current_accelerator`` and ``torch.utils.register_backend``, the
-    public names of the registry's functions (``torch/utils/_acc_registry.py``)."""
+    public names of the registry's functions (``torch/utils/_acc/registry.py``)."""
     module = ast.parse((ROOT / "torch_acc/registry.py").read_text())
     path = "torch/accelerator/__init__.py"
     edit(
@@ -371,11 +371,16 @@ def apply_backend_registration(tree: Path) -> None:
 
 
 def python_files(*srcs: str) -> Callable[[Path], None]:
-    """Rule 3: these standalone Python files at their in-tree paths."""
+    """Rule 3: these standalone Python files at their in-tree paths (with the package's
+    ``__init__.py`` when the first of them goes to ``torch/utils/_acc/``)."""
 
     def apply(tree: Path) -> None:
+        init, text = series_rules.PACKAGE_INIT
         for src in srcs:
-            carry_python(tree, src, series_rules.FILES[src])
+            dst = series_rules.FILES[src]
+            if dst.startswith(init.rsplit("/", 1)[0] + "/") and not (tree / init).exists():
+                write(tree, init, text)
+            carry_python(tree, src, dst)
 
     return apply
 
@@ -452,10 +457,34 @@ def source_change(module: str) -> Callable[[Path], None]:
     return apply
 
 
+_RUN_TEST_ANCHOR = '    "test_cpp_extensions_open_device_registration",\n'
+
+
+def list_in_run_test(tree: Path, names: list[str]) -> None:
+    """List the test files ``names`` in ``test/run_test.py``'s ``RUN_PARALLEL_BLOCKLIST``,
+    beside the C++ PrivateUse1 test: each file sets up one backend for its whole process, so
+    its tests are not split across processes."""
+    target = tree / "test/run_test.py"
+    text = target.read_text()
+    if text.count(_RUN_TEST_ANCHOR) != 1:
+        raise RuntimeError(f"test/run_test.py: expected one {_RUN_TEST_ANCHOR.strip()} entry")
+    start = end = text.index(_RUN_TEST_ANCHOR) + len(_RUN_TEST_ANCHOR)
+    listed = []
+    prefix = f'    "{series_rules.TEST_PREFIX}'
+    while text.startswith(prefix, end):
+        line_end = text.index("\n", end) + 1
+        listed.append(text[end:line_end])
+        end = line_end
+    entries = sorted(set(listed) | {f'    "{name}",\n' for name in names})
+    target.write_text(text[:start] + "".join(entries) + text[end:])
+
+
 def tests(*features: str) -> Callable[[Path], None]:
-    """Rules 4 and 7: the tests of ``features`` and their Dynamo skips."""
+    """Rules 4 and 7: the tests of ``features``, their Dynamo skips and their entries in
+    ``test/run_test.py``."""
 
     def apply(tree: Path) -> None:
+        list_in_run_test(tree, [f"{series_rules.TEST_PREFIX}{f}" for f in features])
         for feature in features:
             src = f"test/test_{feature}.py"
             carry_python(tree, src, f"test/{series_rules.TEST_PREFIX}{feature}.py")
@@ -553,13 +582,14 @@ Events still raise: the engine records an event only when the caller's stream an
 stream differ, and they are now equal, so no event is needed on such a device; anywhere else
 an event on a device without events is an error, as reviewers asked.
 
-torch._C._acc's DeviceGuard (next patch) implements the whole interface itself and does not
-depend on this change; it makes NoOpDeviceGuardImpl correct for the C++ backends that use it.
+torch::acc's device guard (later in this series) implements the whole interface itself and
+does not depend on this change; it makes NoOpDeviceGuardImpl correct for the C++ backends that
+use it.
 """,
         apply_noop_guard,
-        "Compile-checked here (-fsyntax-only against the v2.6.0 wheel's generated headers and\n"
-        "googletest); in a full build:\n\n"
-        "    ./build/bin/c10_NoOpDeviceGuardImpl_test",
+        "    ./build/bin/c10_NoOpDeviceGuardImpl_test\n\n"
+        "(tools/check_series.py builds it from the patched c10 headers and the v2.6.0 wheel's\n"
+        "libc10, and runs it.)",
     ),
     Patch(
         "[acc] Add torch/csrc/acc's Python method tables and exit handling",
@@ -701,7 +731,7 @@ autograd engine's stream stash.
     Patch(
         "[utils] Add the kernel registration API of Python backends",
         """
-torch/utils/_acc_library.py: how a Python backend registers its kernels for PrivateUse1 on top
+torch/utils/_acc/library.py: how a Python backend registers its kernels for PrivateUse1 on top
 of torch._C._acc: impl(name, fn) for one operator (overloads and out= variants resolved),
 views and as_strided, random-number generators, serialization formats of payloads
 (impl_serialization) and an opt-in check of each kernel's results (TORCH_ACC_CHECK_KERNELS=1)
@@ -722,9 +752,9 @@ and guard from torch._C._acc. Calling it again with the same name is harmless; a
 or a PrivateUse1 already taken, raises a RuntimeError naming the backend that holds it;
 invalid names raise ValueError.
 
-Its private helpers: the decomposition fallback (_acc_fallback), autocast registration
-(_acc_autocast), payload helpers (_acc_payload) and the registry of named backends
-(_acc_registry: any number registered, one bound to PrivateUse1, the current accelerator's
+Its private helpers, in torch/utils/_acc/: the decomposition fallback (fallback), autocast
+registration (autocast), payload helpers (payload) and the registry of named backends
+(registry: any number registered, one bound to PrivateUse1, the current accelerator's
 choice handed to torch._C._accelerator_setCurrentAccelerator of the previous patch).
 """,
         apply_backend_registration,
@@ -744,7 +774,7 @@ build's accelerators and the registered backends, or none ("cpu"/None). Choosing
 registered backend binds it to PrivateUse1 first; a second Python backend on the one
 PrivateUse1 slot is a RuntimeError that names both. The choice goes to
 at::setCurrentAccelerator (previous patch). Both are thin public names over
-torch/utils/_acc_registry.py.
+torch/utils/_acc/registry.py.
 """,
         apply_accelerator_api,
         f"    python test/{series_rules.TEST_PREFIX}current_accelerator.py",
@@ -784,7 +814,7 @@ when it set requires_grad on the tensor made from the copy. Tensor._reduce_ex_in
 copies self.detach().cpu(); the flag, saved beside the copy, is set on load as before.
 
 A Python backend may save its payloads in a format of its own instead
-(torch.utils._acc_library.impl_serialization): the new helper _reduce_payload_tensor then
+(torch.utils._acc.library.impl_serialization): the new helper _reduce_payload_tensor then
 reduces such a tensor to the backend's rebuild function and the state its serialize
 function returns, and None for every other tensor, which is saved as before.
 """,
@@ -826,7 +856,7 @@ a quarter less time.
         """
 torch/testing/_internal/acc_numpy_backend: a reference backend for the tests of Python-defined
 PrivateUse1 backends, NumPy arrays as device data, kernels registered with
-torch.utils._acc_library. Part 1 of 5: its common helpers (dtype and device handling, payload
+torch.utils._acc.library. Part 1 of 5: its common helpers (dtype and device handling, payload
 conversion) and pointwise operators.
 The package imports nothing of it until its last part adds __init__.py.
 """,
@@ -839,7 +869,7 @@ The package imports nothing of it until its last part adds __init__.py.
         """
 torch/testing/_internal/acc_numpy_backend: a reference backend for the tests of Python-defined
 PrivateUse1 backends, NumPy arrays as device data, kernels registered with
-torch.utils._acc_library. Part 2 of 5: reductions and shape operators.
+torch.utils._acc.library. Part 2 of 5: reductions and shape operators.
 The package imports nothing of it until its last part adds __init__.py.
 """,
         python_files(*NUMPY_GROUPS[1]),
@@ -851,7 +881,7 @@ The package imports nothing of it until its last part adds __init__.py.
         """
 torch/testing/_internal/acc_numpy_backend: a reference backend for the tests of Python-defined
 PrivateUse1 backends, NumPy arrays as device data, kernels registered with
-torch.utils._acc_library. Part 3 of 5: indexing, random numbers (a Python generator object per
+torch.utils._acc.library. Part 3 of 5: indexing, random numbers (a Python generator object per
 device) and foreach operators.
 The package imports nothing of it until its last part adds __init__.py.
 """,
@@ -864,7 +894,7 @@ The package imports nothing of it until its last part adds __init__.py.
         """
 torch/testing/_internal/acc_numpy_backend: a reference backend for the tests of Python-defined
 PrivateUse1 backends, NumPy arrays as device data, kernels registered with
-torch.utils._acc_library. Part 4 of 5: neural-network operators and attention.
+torch.utils._acc.library. Part 4 of 5: neural-network operators and attention.
 The package imports nothing of it until its last part adds __init__.py.
 """,
         python_files(*NUMPY_GROUPS[3]),
@@ -876,7 +906,7 @@ The package imports nothing of it until its last part adds __init__.py.
         """
 torch/testing/_internal/acc_numpy_backend: a reference backend for the tests of Python-defined
 PrivateUse1 backends, NumPy arrays as device data, kernels registered with
-torch.utils._acc_library. Part 5 of 5: linear algebra, FFT, RNN cells, optimizer steps, and the
+torch.utils._acc.library. Part 5 of 5: linear algebra, FFT, RNN cells, optimizer steps, and the
 package itself (setup(), the kernel table).
 """,
         python_files(*NUMPY_GROUPS[4]),

@@ -97,9 +97,12 @@ def select(patterns: list[str] | None) -> list:
     if not patterns:
         return list(entries)
     return [
-        op for op in entries
-        if any(fnmatch.fnmatchcase(entry_id(op), p) or fnmatch.fnmatchcase(op.name, p)
-               for p in patterns)
+        op
+        for op in entries
+        if any(
+            fnmatch.fnmatchcase(entry_id(op), p) or fnmatch.fnmatchcase(op.name, p)
+            for p in patterns
+        )
     ]
 
 
@@ -129,8 +132,9 @@ def _values_skip_reason(op, dtype: torch.dtype) -> str | None:
         if info.device_type is not None or not _active(info, dtype):
             continue
         for decorator in info.decorators:
-            if getattr(decorator, "__name__", "") == "decorator" and decorator.__qualname__ \
-                    .startswith("skip."):
+            if getattr(
+                decorator, "__name__", ""
+            ) == "decorator" and decorator.__qualname__.startswith("skip."):
                 return _closure_reason(decorator)
     return None
 
@@ -172,8 +176,9 @@ def _scalars_close(a, e, rtol: float, atol: float) -> bool:
     return a == e
 
 
-def compare(actual, expected, rtol: float, atol: float, values: bool,
-            what: str = "result") -> str | None:
+def compare(
+    actual, expected, rtol: float, atol: float, values: bool, what: str = "result"
+) -> str | None:
     """The first difference between the backend's and CPU's results, or None."""
     from torch.utils._pytree import tree_flatten
 
@@ -197,9 +202,15 @@ def compare(actual, expected, rtol: float, atol: float, values: bool,
             return f"{where} strides {a.stride()} vs CPU {e.stride()} (shape {tuple(e.shape)})"
         if values and e.layout == torch.strided:
             try:
-                torch.testing.assert_close(a.detach().cpu(), e.detach(), rtol=rtol, atol=atol,
-                                           equal_nan=True, check_device=False,
-                                           check_stride=False)
+                torch.testing.assert_close(
+                    a.detach().cpu(),
+                    e.detach(),
+                    rtol=rtol,
+                    atol=atol,
+                    equal_nan=True,
+                    check_device=False,
+                    check_stride=False,
+                )
             except AssertionError as err:
                 return f"{where} values: " + " ".join(str(err).split())
     return None
@@ -246,15 +257,14 @@ def _grads(sample_args, outputs, seed: int):
     """Input gradients for the outputs, with seeded random output gradients."""
     from torch.utils._pytree import tree_flatten
 
-    outs = [t for t in tree_flatten(outputs)[0]
-            if isinstance(t, torch.Tensor) and t.requires_grad]
-    inputs = [t for t in tree_flatten(sample_args)[0]
-              if isinstance(t, torch.Tensor) and t.requires_grad]
+    outs = [t for t in tree_flatten(outputs)[0] if isinstance(t, torch.Tensor) and t.requires_grad]
+    inputs = [
+        t for t in tree_flatten(sample_args)[0] if isinstance(t, torch.Tensor) and t.requires_grad
+    ]
     if not outs or not inputs:
         return None
     gen = torch.Generator().manual_seed(seed)
-    grad_outputs = [torch.randn(t.shape, dtype=t.dtype, generator=gen).to(t.device)
-                    for t in outs]
+    grad_outputs = [torch.randn(t.shape, dtype=t.dtype, generator=gen).to(t.device) for t in outs]
     return list(torch.autograd.grad(outs, inputs, grad_outputs, allow_unused=True))
 
 
@@ -265,8 +275,7 @@ def _call(op, grad: bool, sample_input, args, kwargs):
     return op(sample_input, *args, **kwargs)
 
 
-def run_entry(op, device: str, dtype: torch.dtype, grad: bool,
-              limit_samples: int | None) -> Result:
+def run_entry(op, device: str, dtype: torch.dtype, grad: bool, limit_samples: int | None) -> Result:
     """Run one entry's samples on CPU and on the device and compare; never raises."""
     start = time.monotonic()
     name = entry_id(op)
@@ -279,8 +288,16 @@ def run_entry(op, device: str, dtype: torch.dtype, grad: bool,
 
     def done(status: str, message: str = "", **kw) -> Result:
         extra = {} if values else {"values_not_compared": skip_reason}
-        return Result(name, status, message, compared, values,
-                      seconds=round(time.monotonic() - start, 3), extra=extra, **kw)
+        return Result(
+            name,
+            status,
+            message,
+            compared,
+            values,
+            seconds=round(time.monotonic() - start, 3),
+            extra=extra,
+            **kw,
+        )
 
     try:
         samples = list(op.sample_inputs("cpu", dtype, requires_grad=grad))
@@ -308,15 +325,15 @@ def run_entry(op, device: str, dtype: torch.dtype, grad: bool,
             dev_kwargs = _device_kwargs(dev_kwargs, device)
             actual = _call(op, grad, dev_input, dev_args, dev_kwargs)
             actual = sample.output_process_fn_grad(actual)
-            actual_grads = (_grads((dev_input, dev_args, dev_kwargs), actual, seed + index)
-                            if grad else None)
+            actual_grads = (
+                _grads((dev_input, dev_args, dev_kwargs), actual, seed + index) if grad else None
+            )
         except Exception as err:
             message = f"{label}: {_first_line(err)}"
             return done("error", message, names_op=names_op(str(err), op))
         problem = compare(actual, expected, rtol, atol, values)
         if problem is None and grad:
-            problem = compare(actual_grads, expected_grads, rtol, atol, values,
-                              what="input grad")
+            problem = compare(actual_grads, expected_grads, rtol, atol, values, what="input grad")
         if problem is not None:
             return done("fail", f"{label}: {problem}")
     if compared == 0:
@@ -336,8 +353,9 @@ def worker(config: dict) -> None:
             out.write(json.dumps({"start": name}) + "\n")
             out.flush()
             try:
-                result = run_entry(by_id[name], device, dtype, config["grad"],
-                                   config["limit_samples"])
+                result = run_entry(
+                    by_id[name], device, dtype, config["grad"], config["limit_samples"]
+                )
             except BaseException as err:
                 result = Result(name, "error", "harness: " + _first_line(err), names_op=False)
                 traceback.print_exc()
@@ -360,7 +378,10 @@ class _Worker:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         self.proc = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "--worker", json.dumps(cfg)],
-            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True, env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
         )
         self.current: str | None = None
         self.current_since = time.monotonic()
@@ -377,8 +398,11 @@ class _Worker:
                 continue
             if "device" in record:
                 self.device = record["device"]
-            elif "start" in record and record["start"] not in self.results \
-                    and record["start"] != self.current:
+            elif (
+                "start" in record
+                and record["start"] not in self.results
+                and record["start"] != self.current
+            ):
                 self.current, self.current_since = record["start"], time.monotonic()
             elif "result" in record:
                 self.results[record["result"]["entry"]] = record["result"]
@@ -408,10 +432,18 @@ def _death(rc: int) -> str:
     return f"process exited with code {rc}"
 
 
-def run_entries(entries: list[str], *, backend: str = DEFAULT_BACKEND, dtype: str = "float32",
-                grad: bool = False, limit_samples: int | None = None, jobs: int = 2,
-                chunk_size: int = 100, timeout: float = 300.0,
-                progress=None) -> tuple[dict[str, dict], str | None]:
+def run_entries(
+    entries: list[str],
+    *,
+    backend: str = DEFAULT_BACKEND,
+    dtype: str = "float32",
+    grad: bool = False,
+    limit_samples: int | None = None,
+    jobs: int = 2,
+    chunk_size: int = 100,
+    timeout: float = 300.0,
+    progress=None,
+) -> tuple[dict[str, dict], str | None]:
     """Run entries (ids) in worker processes.
 
     Returns each entry's result as a dict, and the device name the backend's setup() gave
@@ -419,7 +451,7 @@ def run_entries(entries: list[str], *, backend: str = DEFAULT_BACKEND, dtype: st
     """
     config = {"backend": backend, "dtype": dtype, "grad": grad, "limit_samples": limit_samples}
     queue: collections.deque[tuple[list[str], bool]] = collections.deque(
-        (entries[i:i + chunk_size], False) for i in range(0, len(entries), chunk_size)
+        (entries[i : i + chunk_size], False) for i in range(0, len(entries), chunk_size)
     )
     results: dict[str, dict] = {}
     running: list[tuple[_Worker, bool]] = []
@@ -440,8 +472,7 @@ def run_entries(entries: list[str], *, backend: str = DEFAULT_BACKEND, dtype: st
             for item in list(running):
                 w, alone = item
                 w.poll()
-                timed_out = (w.current is not None
-                             and time.monotonic() - w.current_since > timeout)
+                timed_out = w.current is not None and time.monotonic() - w.current_since > timeout
                 if timed_out:
                     w.kill()
                 elif w.proc.poll() is None:
@@ -501,7 +532,8 @@ def common_messages(results: list[dict]) -> list[tuple[str, int]]:
     """Error and fail messages (less their sample number), most frequent first."""
     counts = collections.Counter(
         re.sub(r"^sample \d+: ", "", r["message"])[:160]
-        for r in results if r["status"] in ("error", "fail", "crash")
+        for r in results
+        if r["status"] in ("error", "fail", "crash")
     )
     return counts.most_common()
 
@@ -538,8 +570,12 @@ def markdown(results: list[dict], meta: dict, level: int = 1) -> str:
     ]
     ops = missing_ops(results)
     if ops:
-        lines += [f"{h}# ATen operators named in error and fail messages", "",
-                  "| operator | entries |", "|---|---:|"]
+        lines += [
+            f"{h}# ATen operators named in error and fail messages",
+            "",
+            "| operator | entries |",
+            "|---|---:|",
+        ]
         lines += [f"| `{name}` | {n} |" for name, n in ops[:40]]
         lines.append("")
     messages = common_messages(results)
@@ -547,8 +583,12 @@ def markdown(results: list[dict], meta: dict, level: int = 1) -> str:
         lines += [f"{h}# Most frequent messages", "", "| message | entries |", "|---|---:|"]
         lines += [f"| {_cell(m)} | {n} |" for m, n in messages[:25]]
         lines.append("")
-    lines += [f"{h}# Entries", "", "| entry | status | samples | message | finding |",
-              "|---|---|---:|---|---|"]
+    lines += [
+        f"{h}# Entries",
+        "",
+        "| entry | status | samples | message | finding |",
+        "|---|---|---:|---|---|",
+    ]
     for r in sorted(results, key=lambda r: r["entry"]):
         finding = []
         if r["status"] == "error" and not r["names_op"]:
@@ -557,26 +597,34 @@ def markdown(results: list[dict], meta: dict, level: int = 1) -> str:
             finding.append("values not compared")
         if "chunk_died" in r["extra"]:
             finding.append(f"chunk died ({r['extra']['chunk_died']}), alone it did not")
-        lines.append(f"| `{r['entry']}` | {r['status']} | {r['samples']} | "
-                     f"{_cell(r['message'])} | {', '.join(finding)} |")
+        lines.append(
+            f"| `{r['entry']}` | {r['status']} | {r['samples']} | "
+            f"{_cell(r['message'])} | {', '.join(finding)} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def combined(runs: list[dict], command: str) -> str:
     """One markdown document of several runs' reports (``--json`` contents)."""
     backends = ", ".join(sorted({f"`{r['meta']['backend']}`" for r in runs}))
-    head = [f"# OpInfo reports: {backends}", "",
-            f"Put together by `{command}` from the runs below; each section names the command "
-            "that made it.", ""]
-    return "\n".join(head) + "\n" + "\n".join(markdown(r["results"], r["meta"], level=2)
-                                             for r in runs)
+    head = [
+        f"# OpInfo reports: {backends}",
+        "",
+        f"Put together by `{command}` from the runs below; each section names the command "
+        "that made it.",
+        "",
+    ]
+    return (
+        "\n".join(head) + "\n" + "\n".join(markdown(r["results"], r["meta"], level=2) for r in runs)
+    )
 
 
 def read_pass_list(path: Path) -> set[str]:
     if not path.exists():
         return set()
-    return {ln.strip() for ln in path.read_text().splitlines()
-            if ln.strip() and not ln.startswith("#")}
+    return {
+        ln.strip() for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith("#")
+    }
 
 
 def update_pass_list(path: Path, results: list[dict]) -> None:
@@ -589,22 +637,36 @@ def update_pass_list(path: Path, results: list[dict]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", default=DEFAULT_BACKEND,
-                        help="module whose setup() returns the device name")
+    parser.add_argument(
+        "--backend", default=DEFAULT_BACKEND, help="module whose setup() returns the device name"
+    )
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--ops", help="comma-separated entry names or fnmatch patterns")
     parser.add_argument("--grad", action="store_true", help="compare input gradients too")
     parser.add_argument("--out", type=Path, help="write a markdown report")
     parser.add_argument("--json", type=Path, help="write the results as JSON")
-    parser.add_argument("--update", type=Path, metavar="PASS_LIST",
-                        help="update a pass list with this run's entries")
+    parser.add_argument(
+        "--update",
+        type=Path,
+        metavar="PASS_LIST",
+        help="update a pass list with this run's entries",
+    )
     parser.add_argument("--limit-samples", type=int, help="compare at most N samples an entry")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes at a time")
     parser.add_argument("--chunk-size", type=int, default=100, help="entries per worker")
-    parser.add_argument("--timeout", type=float, default=300.0,
-                        help="seconds an entry may run before it counts as a crash")
-    parser.add_argument("--from-json", type=Path, nargs="+", metavar="JSON",
-                        help="run nothing: write --out from earlier --json files, a section each")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        help="seconds an entry may run before it counts as a crash",
+    )
+    parser.add_argument(
+        "--from-json",
+        type=Path,
+        nargs="+",
+        metavar="JSON",
+        help="run nothing: write --out from earlier --json files, a section each",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -613,32 +675,46 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_json:
         if not args.out:
             parser.error("--from-json needs --out")
-        args.out.write_text(combined([json.loads(p.read_text()) for p in args.from_json],
-                                     " ".join(["python", "tools/opinfo_report.py",
-                                               *(argv or sys.argv[1:])])))
+        args.out.write_text(
+            combined(
+                [json.loads(p.read_text()) for p in args.from_json],
+                " ".join(["python", "tools/opinfo_report.py", *(argv or sys.argv[1:])]),
+            )
+        )
         return 0
 
     dtype = getattr(torch, args.dtype)
     chosen = select(args.ops.split(",") if args.ops else None)
     ids = [entry_id(op) for op in chosen if runs_on_cpu(op, dtype, args.grad)]
     not_run = len(chosen) - len(ids)
-    print(f"{len(ids)} entries to run ({not_run} left out: not run on CPU in this mode)",
-          flush=True)
+    print(
+        f"{len(ids)} entries to run ({not_run} left out: not run on CPU in this mode)", flush=True
+    )
 
     def progress(n: int) -> None:
         print(f"  {n}/{len(ids)} entries done", flush=True)
 
     by_id, device = run_entries(
-        ids, backend=args.backend, dtype=args.dtype, grad=args.grad,
-        limit_samples=args.limit_samples, jobs=args.jobs, chunk_size=args.chunk_size,
-        timeout=args.timeout, progress=progress,
+        ids,
+        backend=args.backend,
+        dtype=args.dtype,
+        grad=args.grad,
+        limit_samples=args.limit_samples,
+        jobs=args.jobs,
+        chunk_size=args.chunk_size,
+        timeout=args.timeout,
+        progress=progress,
     )
     results = [by_id[e] for e in ids]
     counts = summarize(results)
     total = sum(counts[s] for s in COUNTED)
-    print(", ".join(f"{s} {counts[s]}" + (f" ({100.0 * counts[s] / total:.1f}%)"
-                                          if s in COUNTED and total else "")
-                    for s in STATUSES))
+    print(
+        ", ".join(
+            f"{s} {counts[s]}"
+            + (f" ({100.0 * counts[s] / total:.1f}%)" if s in COUNTED and total else "")
+            for s in STATUSES
+        )
+    )
     for name, n in missing_ops(results)[:10]:
         print(f"  aten.{name}: {n} entries")
     meta = {

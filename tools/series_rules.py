@@ -20,12 +20,12 @@ CPP_DIR = ("csrc/acc", "torch/csrc/acc")
 #: Rule 2 (Python modules): each standalone module has one in-tree home.
 MODULES = {
     "torch_acc._C": "torch._C._acc",
-    "torch_acc._autocast": "torch.utils._acc_autocast",
+    "torch_acc._autocast": "torch.utils._acc.autocast",
     "torch_acc.backend_registration": "torch.utils.backend_registration",
-    "torch_acc._fallback": "torch.utils._acc_fallback",
-    "torch_acc.library": "torch.utils._acc_library",
-    "torch_acc.payload": "torch.utils._acc_payload",
-    "torch_acc.registry": "torch.utils._acc_registry",
+    "torch_acc._fallback": "torch.utils._acc.fallback",
+    "torch_acc.library": "torch.utils._acc.library",
+    "torch_acc.payload": "torch.utils._acc.payload",
+    "torch_acc.registry": "torch.utils._acc.registry",
     "torch_acc.backends.numpy": "torch.testing._internal.acc_numpy_backend",
     # Public names: in-tree, the registry's functions are torch.accelerator's and torch.utils'.
     "torch_acc.DeviceGuard": "torch._C._acc.DeviceGuard",
@@ -35,16 +35,24 @@ MODULES = {
     "torch_acc.set_current_accelerator": "torch.accelerator.set_current_accelerator",
 }
 
-#: Rule 3 (files): where each carried standalone file goes. ``backend_registration.py`` is
+#: Rule 3 (files): where each carried standalone file goes: the private helpers of
+#: ``backend_registration`` are one private package, ``torch/utils/_acc/`` (whose
+#: ``__init__.py`` is ``PACKAGE_INIT``). ``backend_registration.py`` is
 #: merged into the existing module (rule 5); the stub gets its in-tree name.
 FILES = {
-    "torch_acc/_autocast.py": "torch/utils/_acc_autocast.py",
-    "torch_acc/_fallback.py": "torch/utils/_acc_fallback.py",
-    "torch_acc/library.py": "torch/utils/_acc_library.py",
-    "torch_acc/payload.py": "torch/utils/_acc_payload.py",
-    "torch_acc/registry.py": "torch/utils/_acc_registry.py",
+    "torch_acc/_autocast.py": "torch/utils/_acc/autocast.py",
+    "torch_acc/_fallback.py": "torch/utils/_acc/fallback.py",
+    "torch_acc/library.py": "torch/utils/_acc/library.py",
+    "torch_acc/payload.py": "torch/utils/_acc/payload.py",
+    "torch_acc/registry.py": "torch/utils/_acc/registry.py",
     "torch_acc/_C.pyi": "torch/_C/_acc/__init__.pyi",
 }
+PACKAGE_INIT = (
+    "torch/utils/_acc/__init__.py",
+    '"""Private helpers of ``torch.utils.backend_registration`` for PrivateUse1 backends written\n'
+    "in Python: kernel registration (``library``), the decomposition fallback, autocast, payload\n"
+    'helpers and the registry of named backends."""\n',
+)
 #: Rule 3 for packages: every module of a carried package goes to the in-tree package (the
 #: reference NumPy backend is PyTorch's test backend there; its modules import each other
 #: relatively, so only the package needs a home in MODULES).
