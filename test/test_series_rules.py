@@ -256,7 +256,7 @@ class TestPatchSize(TestCase):
         with self.assertRaisesRegex(
             series_rules.SeriesRuleError,
             r"patch '\[utils\] Add a and b' changes 1610 lines, more than 1500: split it "
-            r"\(largest: torch/utils/b\.py \(710\), torch/utils/a\.py \(900\)",
+            r"\(largest: torch/utils/a\.py \(900\), torch/utils/b\.py \(710\)\)",
         ):
             series_rules.check_patch_size("[utils] Add a and b", numstat)
 
@@ -279,6 +279,7 @@ class TestPrefixCheck(TestCase):
     def test_imports_resolve_in_the_tree(self):
         tree = self._tree(
             {
+                "torch/utils/__init__.py": "",
                 "torch/utils/a.py": "def f():\n    pass\n",
                 "torch/utils/b.py": """\
                     from torch.utils.a import f, g
