@@ -139,6 +139,43 @@ bool f(int d) const noexcept {
 """,
         )
 
+    def test_layout_stays_clang_formatted(self):
+        text = textwrap.dedent(
+            """\
+            #include <c10/core/CPUAllocator.h>
+            #if TORCH_ACC_GENERATOR_REGISTRY
+            #include <ATen/core/GeneratorForPrivateuseone.h>
+            #endif
+            struct S {
+              int a;
+
+             private:
+            #if TORCH_ACC_HAVE_DEVICE_ALLOCATOR
+              int b;
+            #endif
+
+              int c;
+
+            #if TORCH_ACC_HAVE_DEVICE_ALLOCATOR
+              int d;
+            #endif
+            };
+            """
+        )
+        self.assertExpectedInline(
+            series_rules.resolve_cpp(text, "x.h"),
+            """\
+#include <ATen/core/GeneratorForPrivateuseone.h>
+#include <c10/core/CPUAllocator.h>
+struct S {
+  int a;
+
+ private:
+  int c;
+};
+""",
+        )
+
     def test_unresolved_switch_is_an_error(self):
         with self.assertRaisesRegex(
             series_rules.SeriesRuleError, r"x\.h:2: unresolved version switch #if TORCH_ACC_NEW"

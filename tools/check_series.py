@@ -196,6 +196,7 @@ def check_prefixes(tmp: Path) -> Path:
             ):
                 cxx.append(path)
         failed = compile_cxx(tree, flags, cxx)
+        failed += clang_format_problems(tree, [p for p in touched if p in cxx])
         py = sorted(p for p in changed if p.endswith((".py", ".pyi")) and (tree / p).exists())
         failed += python_problems(tree, py, changed)
         if failed:
@@ -258,6 +259,24 @@ def compile_flags(tree: Path) -> list[str]:
         f"-I{include / 'kineto'}",
         f"-I{sysconfig.get_paths()['include']}",
     ]
+
+
+def clang_format_problems(tree: Path, paths: list[str]) -> list[str]:
+    """The files of ``paths`` that the series adds under ``torch/csrc/acc`` or ``c10/test``
+    and that are not formatted as PyTorch's ``.clang-format`` says (with the clang-format
+    of this environment, which ``build.sh`` installs)."""
+    clang_format = Path(sys.executable).parent / "clang-format"
+    ours = [p for p in paths if p.startswith(("torch/csrc/acc/", "c10/test/"))]
+    if not ours or not clang_format.exists():
+        return []
+    proc = subprocess.run(
+        [str(clang_format), "--dry-run", "--Werror", *ours],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return [f"not clang-formatted:\n{proc.stderr[-4000:]}"] if proc.returncode else []
 
 
 def compile_cxx(tree: Path, flags: list[str], paths: list[str]) -> list[str]:

@@ -271,8 +271,7 @@ def resolve_cpp(text: str, path: str) -> str:
                 continue
         if all(kept is not False for kept in stack):
             out.append(line)
-    # clang-format keeps at most one empty line: a removed block leaves no more.
-    text = re.sub(r"\n{3,}", "\n\n", "".join(out))
+    text = _clang_format_layout("".join(out))
     text = _resolve_if_constexpr(text, path)
     for token, value in CPP_TOKENS.items():
         text = re.sub(rf"\b{token}\b", value, text)
@@ -293,6 +292,26 @@ def resolve_cpp(text: str, path: str) -> str:
                 "(tools/series_rules.py: CPP_FACTS)"
             )
     return text
+
+
+def _clang_format_layout(text: str) -> str:
+    """What clang-format (PyTorch's settings) makes of the code around a removed block: at
+    most one empty line, none at the start or end of a block or after an access specifier,
+    and each run of ``#include`` lines sorted (the ``#if`` lines no longer split it)."""
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    text = re.sub(r"(\{|\b(?:public|private|protected):)\n\n", r"\1\n", text)
+    text = re.sub(r"\n\n([ \t]*\})", r"\n\1", text)
+    lines = text.splitlines(keepends=True)
+    out: list[str] = []
+    run: list[str] = []
+    for line in [*lines, ""]:
+        if line.startswith("#include "):
+            run.append(line)
+            continue
+        out.extend(sorted(run))
+        run = []
+        out.append(line)
+    return "".join(out)
 
 
 def _block_end(text: str, open_brace: int) -> int:
