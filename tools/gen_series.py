@@ -717,16 +717,17 @@ backend makes it the accelerator of every library that asks. at::setCurrentAccel
 device_type) makes an accelerator device type, or none (std::nullopt: CPU only), what
 getAccelerator returns from then on; getAccelerator(true) raises as before when none is
 chosen. The choice is one atomic, so concurrent set and get never tear. Its Python binding is
-torch._C._accelerator_setCurrentAccelerator(device or None); the next patch adds the public
-torch.accelerator.set_current_accelerator.
+torch._C._accelerator_setCurrentAccelerator(device or None); the [accelerator] patch later in
+this series adds the public torch.accelerator.set_current_accelerator.
 
 Every C++ caller of getAccelerator follows the choice: torch.accelerator's functions,
 torch.Stream()/torch.Event() without a device, pinned memory's default device, and the
 autograd engine's stream stash.
 """,
         apply_current_accelerator,
-        "Compile-checked here (-fsyntax-only against the v2.6.0 wheel's generated headers); the\n"
-        "Python side of the next patch tests the binding's use.",
+        "Compile-checked here (-fsyntax-only against the v2.6.0 wheel's generated headers);\n"
+        f"python test/{series_rules.TEST_PREFIX}current_accelerator.py (later in this series)\n"
+        "checks that the registry hands the choice to the binding.",
     ),
     Patch(
         "[utils] Add the kernel registration API of Python backends",
@@ -755,7 +756,8 @@ invalid names raise ValueError.
 Its private helpers, in torch/utils/_acc/: the decomposition fallback (fallback), autocast
 registration (autocast), payload helpers (payload) and the registry of named backends
 (registry: any number registered, one bound to PrivateUse1, the current accelerator's
-choice handed to torch._C._accelerator_setCurrentAccelerator of the previous patch).
+choice handed to torch._C._accelerator_setCurrentAccelerator, which the [ATen] patch
+adds).
 """,
         apply_backend_registration,
         '    python -c "import torch; torch.utils.backend_registration.'
@@ -773,7 +775,7 @@ torch.accelerator.set_current_accelerator(device) chooses the current accelerato
 build's accelerators and the registered backends, or none ("cpu"/None). Choosing a
 registered backend binds it to PrivateUse1 first; a second Python backend on the one
 PrivateUse1 slot is a RuntimeError that names both. The choice goes to
-at::setCurrentAccelerator (previous patch). Both are thin public names over
+at::setCurrentAccelerator (the [ATen] patch). Both are thin public names over
 torch/utils/_acc/registry.py.
 """,
         apply_accelerator_api,
