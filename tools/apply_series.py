@@ -26,8 +26,9 @@ def main() -> int:
     if args.src is None:
         tree = ROOT / ".cache" / "pytorch-v2.6.0-patched"
         shutil.rmtree(tree, ignore_errors=True)
-        subprocess.run(["git", "clone", "--quiet", str(ensure_base(ROOT / ".cache")), str(tree)],
-                       check=True)
+        subprocess.run(
+            ["git", "clone", "--quiet", str(ensure_base(ROOT / ".cache")), str(tree)], check=True
+        )
     else:
         tree = args.src.resolve()
         if not (tree / ".git").exists():

@@ -1,9 +1,14 @@
 r"""Check the patch series end to end; fails loudly, naming what broke.
 
 1. Regenerating ``patches/`` from the sources changes nothing.
-2. ``git am`` applies every patch to the pristine base, without fuzz.
-3. Every C++ file the series adds or changes compiles (``-fsyntax-only``) against the
-   patched tree plus the generated headers of the ``torch==2.6.0`` wheel.
+2. Patch by patch (each prefix 1..k of the series): ``git am`` applies it to the pristine
+   base without fuzz; every C++ file it adds or changes, and every file of the series that
+   includes a header it changes, compiles (``-fsyntax-only``) against the patched tree plus
+   the generated headers of the ``torch==2.6.0`` wheel; every Python file of the series so
+   far parses, and its imports of torch modules resolve in the tree (names imported from the
+   modules the series changed are defined there). The first patch that breaks is named.
+3. c10: the googletest files the series adds are built against the patched c10 headers and
+   the wheel's libc10, and run.
 4. Overlay run: in a torch 2.6.0 environment where the standalone package is not
    importable, the series' Python files replace the installed ones, the patched
    ``torch/csrc/acc`` is built as an extension whose ``initModule`` is handed ``torch._C``
@@ -16,7 +21,9 @@ Usage::
 """
 
 import argparse
+import ast
 import filecmp
+import json
 import shutil
 import subprocess
 import sys
@@ -58,9 +65,9 @@ def check_regenerate(tmp: Path) -> None:
     shutil.rmtree(tree)
     names = sorted(p.name for p in (ROOT / "patches").glob("*"))
     expected = sorted(p.name for p in out.iterdir())
-    if names != [n for n in names if n in expected or n == "README.md"] or not set(
-        expected
-    ) <= set(names):
+    if names != [n for n in names if n in expected or n == "README.md"] or not set(expected) <= set(
+        names
+    ):
         raise CheckFailed(
             f"regenerating patches/ changes its files: {names} vs {expected}; "
             "run python tools/gen_series.py and commit"
@@ -76,23 +83,133 @@ def check_regenerate(tmp: Path) -> None:
 def apply_series(tree: Path, patches: Path) -> None:
     """``git am`` every patch of ``series``; an error names the patch and the failing hunk."""
     for name in (patches / "series").read_text().split():
-        proc = subprocess.run(
-            ["git", "-C", str(tree), "am", "--quiet", "--whitespace=nowarn", str(patches / name)],
-            capture_output=True, text=True, check=False,
-            env={**gen_series.IDENTITY, "PATH": "/usr/bin:/bin", "HOME": str(tree)},
-        )
-        if proc.returncode != 0:
-            subprocess.run(["git", "-C", str(tree), "am", "--abort"], capture_output=True,
-                           check=False)
-            raise CheckFailed(f"patch {name} does not apply:\n{proc.stdout}{proc.stderr}")
+        _git_am(tree, patches / name)
 
 
-def check_apply(tmp: Path) -> Path:
+def _git_am(tree: Path, patch: Path) -> None:
+    proc = subprocess.run(
+        ["git", "-C", str(tree), "am", "--quiet", "--whitespace=nowarn", str(patch)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**gen_series.IDENTITY, "PATH": "/usr/bin:/bin", "HOME": str(tree)},
+    )
+    if proc.returncode != 0:
+        subprocess.run(["git", "-C", str(tree), "am", "--abort"], capture_output=True, check=False)
+        raise CheckFailed(f"patch {patch.name} does not apply:\n{proc.stdout}{proc.stderr}")
+
+
+def _module_file(tree: Path, module: str) -> Path | None:
+    """The file of ``module`` in ``tree`` (a ``.py``, a package, or a ``torch._C`` stub)."""
+    base = tree / module.replace(".", "/")
+    for candidate in (base.with_suffix(".py"), base / "__init__.py", base / "__init__.pyi"):
+        if candidate.is_file():
+            return candidate
+    if module.startswith("torch._C.") and base.with_suffix(".pyi").is_file():
+        return base.with_suffix(".pyi")
+    return None
+
+
+def _top_level_names(path: Path) -> set[str] | None:
+    """The names ``path`` defines at module level; None when it defines ``__getattr__``."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef):
+            if node.name == "__getattr__":
+                return None
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(
+                n.id for target in targets for n in ast.walk(target) if isinstance(n, ast.Name)
+            )
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.If | ast.Try):
+            names.update(
+                n.id
+                for n in ast.walk(node)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+            )
+    return names
+
+
+def python_problems(tree: Path, paths: list[str], changed: set[str]) -> list[str]:
+    """What breaks in the series' Python files ``paths`` of this prefix: syntax, imports of
+    torch modules that the tree does not have, and names imported from the modules the series
+    changed that those modules do not define."""
+    problems = []
+    for path in paths:
+        try:
+            module_tree = ast.parse((tree / path).read_text(), path)
+        except SyntaxError as e:
+            problems.append(f"{path}:{e.lineno}: {e.msg}")
+            continue
+        package = path.rsplit("/", 1)[0].replace("/", ".")
+        for node in ast.walk(module_tree):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                parts = package.split(".")
+                module = ".".join(
+                    parts[: len(parts) - node.level + 1] + ([node.module] if node.module else [])
+                )
+            else:
+                module = node.module or ""
+            if module.split(".")[0] != "torch" or module == "torch._C":
+                continue
+            target = _module_file(tree, module)
+            if target is None:
+                problems.append(f"{path}:{node.lineno}: no module {module} in the tree")
+                continue
+            if str(target.relative_to(tree)) not in changed:
+                continue
+            defined = _top_level_names(target)
+            for alias in node.names:
+                if alias.name == "*" or defined is None or alias.name in defined:
+                    continue
+                if _module_file(tree, f"{module}.{alias.name}") is None:
+                    problems.append(f"{path}:{node.lineno}: {module} defines no {alias.name}")
+    return problems
+
+
+def check_prefixes(tmp: Path) -> Path:
+    """Apply the series one patch at a time; after each, compile the C++ it touched (and the
+    series' files that include a header it touched) and check the series' Python so far.
+    The first patch that breaks is named."""
     base = ensure_base(CACHE)
     tree = tmp / "applied"
     _run(["git", "clone", "--quiet", str(base), str(tree)], "cloning the base")
-    apply_series(tree, ROOT / "patches")
+    patches = ROOT / "patches"
+    flags = compile_flags(tree)
+    changed: set[str] = set()
+    for k, name in enumerate((patches / "series").read_text().split(), 1):
+        _git_am(tree, patches / name)
+        touched = set(_git_lines(tree, "diff", "--name-only", "HEAD~1", "HEAD"))
+        changed |= touched
+        cxx = sorted(p for p in touched if p.endswith((".cpp", ".h")) and (tree / p).exists())
+        headers = [p for p in touched if p.endswith(".h")]
+        for path in sorted(changed - touched):
+            if path.endswith((".cpp", ".h")) and any(
+                f"#include <{h.removeprefix('aten/src/')}>" in (tree / path).read_text()
+                for h in headers
+            ):
+                cxx.append(path)
+        failed = compile_cxx(tree, flags, cxx)
+        failed += clang_format_problems(tree, [p for p in touched if p in cxx])
+        py = sorted(p for p in changed if p.endswith((".py", ".pyi")) and (tree / p).exists())
+        failed += python_problems(tree, py, changed)
+        if failed:
+            raise CheckFailed(
+                f"the series breaks at patch {k}, {name} (patches 1..{k} applied):\n"
+                + "\n".join(failed)
+            )
+        _log(f"patch {k} ok: {len(cxx)} C++ files compiled, {len(py)} Python files checked")
     return tree
+
+
+def _git_lines(tree: Path, *args: str) -> list[str]:
+    return _run(["git", "-C", str(tree), *args], f"git {args[0]}").stdout.split()
 
 
 def wheel_include() -> Path:
@@ -103,8 +220,20 @@ def wheel_include() -> Path:
     wheels = CACHE / "wheels"
     if not list(wheels.glob(f"torch-{TORCH}-*.whl")):
         _log(f"downloading the torch {TORCH} wheel")
-        _run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(wheels),
-              f"torch=={TORCH}"], f"pip download torch=={TORCH}")
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "-d",
+                str(wheels),
+                f"torch=={TORCH}",
+            ],
+            f"pip download torch=={TORCH}",
+        )
     wheel = next(wheels.glob(f"torch-{TORCH}-*.whl"))
     partial = dest.with_suffix(".partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -114,38 +243,153 @@ def wheel_include() -> Path:
     return dest / "torch" / "include"
 
 
-def check_compile(tree: Path) -> None:
-    base = ensure_base(CACHE)
-    changed = _run(
-        ["git", "-C", str(tree), "diff", "--name-only",
-         _run(["git", "-C", str(base), "rev-parse", "HEAD"], "rev-parse").stdout.strip(), "HEAD"],
-        "listing changed files",
-    ).stdout.split()
-    cxx = [p for p in changed if p.endswith((".cpp", ".h"))]
+def compile_flags(tree: Path) -> list[str]:
     include = wheel_include()
-    flags = [
-        "-std=c++17", "-fsyntax-only", "-fPIC", "-D_GLIBCXX_USE_CXX11_ABI=1",
+    return [
+        "-std=c++17",
+        "-fsyntax-only",
+        "-fPIC",
+        "-D_GLIBCXX_USE_CXX11_ABI=1",
         # The patched tree first (c10/ at its root, ATen/ under aten/src), then the wheel's
         # headers for what the tree lacks (generated ATen headers, third-party libraries).
-        f"-I{tree}", f"-I{tree / 'aten/src'}",
-        f"-I{include}", f"-I{include / 'torch/csrc/api/include'}",
+        f"-I{tree}",
+        f"-I{tree / 'aten/src'}",
+        f"-I{include}",
+        f"-I{include / 'torch/csrc/api/include'}",
         f"-I{include / 'kineto'}",
         f"-I{sysconfig.get_paths()['include']}",
     ]
+
+
+def clang_format_problems(tree: Path, paths: list[str]) -> list[str]:
+    """The files of ``paths`` that the series adds under ``torch/csrc/acc`` or ``c10/test``
+    and that are not formatted as PyTorch's ``.clang-format`` says (with the clang-format
+    of this environment, which ``build.sh`` installs)."""
+    clang_format = Path(sys.executable).parent / "clang-format"
+    ours = [p for p in paths if p.startswith(("torch/csrc/acc/", "c10/test/"))]
+    if not ours or not clang_format.exists():
+        return []
+    proc = subprocess.run(
+        [str(clang_format), "--dry-run", "--Werror", *ours],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return [f"not clang-formatted:\n{proc.stderr[-4000:]}"] if proc.returncode else []
+
+
+def compile_cxx(tree: Path, flags: list[str], paths: list[str]) -> list[str]:
+    """``g++ -fsyntax-only`` of each of ``paths``; the errors of those that fail."""
     failed = []
-    for path in cxx:
+    for path in paths:
         cmd = ["g++", *flags, "-x", "c++", str(tree / path)]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
-            failed.append(f"{path}:\n{proc.stderr[-4000:]}")
+            failed.append(f"{path} does not compile:\n{proc.stderr[-4000:]}")
         else:
             _log(f"compiles: {path}")
-    if failed:
-        raise CheckFailed("C++ files of the series do not compile:\n" + "\n".join(failed))
+    return failed
+
+
+GTEST_SRC = Path("/usr/src/googletest/googletest")
+
+
+def wheel_lib() -> Path:
+    """``torch/lib`` of the torch 2.6.0 wheel (``libc10.so``), extracted once."""
+    wheel_include()
+    dest = CACHE / f"torch-{TORCH}-lib"
+    if not (dest / "torch" / "lib" / "libc10.so").is_file():
+        wheel = next((CACHE / "wheels").glob(f"torch-{TORCH}-*.whl"))
+        partial = dest.with_suffix(".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        with zipfile.ZipFile(wheel) as z:
+            z.extract("torch/lib/libc10.so", partial)
+        partial.rename(dest)
+    return dest / "torch" / "lib"
+
+
+def gtest_lib() -> Path:
+    """googletest (Debian's libgtest-dev sources) built once with the wheel's C++ ABI: the
+    torch 2.6.0 wheel's libc10 is built with the pre-C++11 std::string."""
+    dest = CACHE / "gtest-abi0"
+    lib = dest / "libgtest_main_abi0.a"
+    if lib.is_file():
+        return lib
+    if not (GTEST_SRC / "src" / "gtest-all.cc").is_file():
+        raise CheckFailed(f"no googletest sources in {GTEST_SRC}: install libgtest-dev")
+    dest.mkdir(parents=True, exist_ok=True)
+    objects = []
+    for src in ("gtest-all.cc", "gtest_main.cc"):
+        obj = dest / src.replace(".cc", ".o")
+        _run(
+            [
+                "g++",
+                "-std=c++17",
+                "-O1",
+                "-D_GLIBCXX_USE_CXX11_ABI=0",
+                f"-I{GTEST_SRC}",
+                f"-I{GTEST_SRC / 'include'}",
+                "-c",
+                str(GTEST_SRC / "src" / src),
+                "-o",
+                str(obj),
+            ],
+            f"building googletest's {src}",
+        )
+        objects.append(str(obj))
+    _run(["ar", "rcs", str(lib), *objects], "archiving googletest")
+    return lib
+
+
+def check_c10_tests(tree: Path, tmp: Path) -> None:
+    """Build and run the googletest files the series adds under ``c10/test``.
+
+    What the series changes in c10 is header code (``NoOpDeviceGuardImpl`` in
+    ``c10/core/impl/DeviceGuardImplInterface.h``): each test compiles it from the patched tree,
+    and links the rest of c10, which the series leaves as it is, from the wheel's libc10.
+    A series that changes a c10 ``.cpp`` needs a CMake build of c10 instead: an error here.
+    """
+    base_head = _git_lines(ensure_base(CACHE), "rev-parse", "HEAD")[0]
+    changed = _git_lines(tree, "diff", "--name-only", base_head, "HEAD")
+    sources = [p for p in changed if p.startswith("c10/") and p.endswith(".cpp")]
+    tests = [p for p in sources if p.startswith("c10/test/")]
+    if set(sources) - set(tests):
+        raise CheckFailed(
+            f"the series changes c10 sources {sorted(set(sources) - set(tests))}: this check "
+            "links the wheel's libc10 and cannot test them; build c10 with CMake"
+        )
+    lib, gtest = wheel_lib(), gtest_lib()
+    include = wheel_include()
+    for test in tests:
+        binary = tmp / Path(test).stem
+        _run(
+            [
+                "g++",
+                "-std=c++17",
+                "-O1",
+                "-D_GLIBCXX_USE_CXX11_ABI=0",
+                f"-I{tree}",
+                f"-I{include}",
+                f"-I{GTEST_SRC / 'include'}",
+                str(tree / test),
+                str(gtest),
+                f"-L{lib}",
+                "-lc10",
+                f"-Wl,-rpath,{lib}",
+                "-pthread",
+                "-o",
+                str(binary),
+            ],
+            f"building {test}",
+        )
+        proc = _run([str(binary)], f"running {test}")
+        _log(f"{test}: {proc.stdout.strip().splitlines()[-1]}")
 
 
 _FINDER = '''\
-"""Loads the overlay build of torch/csrc/acc when torch loads torch.utils.backend_registration."""
+"""Loads the overlay build of torch/csrc/acc when torch loads torch.utils.backend_registration,
+and the stand-in for the series' ATen binding (_acc_overlay_accelerator)."""
 import importlib.abc
 import sys
 
@@ -155,6 +399,7 @@ class _AccOverlay(importlib.abc.MetaPathFinder):
         if name == "torch.utils.backend_registration":
             sys.meta_path.remove(self)
             import _acc_overlay  # noqa: F401  (calls torch::acc::initModule(torch._C))
+            import _acc_overlay_accelerator  # noqa: F401
         return None
 
 
@@ -171,35 +416,138 @@ PYBIND11_MODULE(_acc_overlay, m) {
 """
 
 
+_ACCELERATOR_HEAD = '''\
+"""Stands in, in the overlay only, for the series' ATen change, which a stock libtorch cannot
+get: torch._C._accelerator_setCurrentAccelerator makes torch.accelerator's Python entry points
+report the choice (torch_acc/_patches.py's accelerator_choice, imports rewritten). In-tree,
+at::getAccelerator honours the choice itself, for C++ callers too."""
+
+import functools
+
+import torch
+
+
+'''
+_ACCELERATOR_TAIL = """
+
+
+def _set_current_accelerator(device):
+    accelerator_choice()
+
+
+if not hasattr(torch._C, "_accelerator_setCurrentAccelerator"):
+    torch._C._accelerator_setCurrentAccelerator = _set_current_accelerator
+"""
+
+
+def accelerator_stand_in() -> str:
+    """The overlay's stand-in for ``torch._C._accelerator_setCurrentAccelerator``."""
+    src = "torch_acc/_patches.py"
+    text = (ROOT / src).read_text()
+    wanted = {"_ORIGINALS", "original", "accelerator_choice"}
+    parts = [
+        ast.get_source_segment(text, node)
+        for node in ast.parse(text).body
+        if getattr(node, "name", None) in wanted
+        or getattr(getattr(node, "target", None), "id", None) in wanted
+    ]
+    body = series_rules.rewrite_imports("\n\n\n".join(parts), src)
+    return _ACCELERATOR_HEAD + body + _ACCELERATOR_TAIL
+
+
 def _overlay_python() -> Path:
     py = OVERLAY_VENV / "bin" / "python"
     stamp = OVERLAY_VENV / ".ready"
     # unittest-xml-reporting: run_tests() writes XML reports when CI is set.
-    requirements = [f"torch=={TORCH}", "numpy", "ml_dtypes", "scipy", "expecttest", "ninja",
-                    "setuptools", "unittest-xml-reporting"]
+    requirements = [
+        f"torch=={TORCH}",
+        "numpy",
+        "ml_dtypes",
+        "scipy",
+        "expecttest",
+        "ninja",
+        "setuptools",
+        "unittest-xml-reporting",
+    ]
     if not stamp.exists() or stamp.read_text() != " ".join(requirements):
         _log(f"setting up the overlay environment {OVERLAY_VENV}")
         if not py.exists():
             _run([sys.executable, "-m", "venv", str(OVERLAY_VENV)], "creating the overlay venv")
-        _run([str(py), "-m", "pip", "install", "--quiet", *requirements],
-             "installing the overlay environment")
+        _run(
+            [str(py), "-m", "pip", "install", "--quiet", *requirements],
+            "installing the overlay environment",
+        )
         stamp.write_text(" ".join(requirements))
     return py
 
 
+_FACTS_SCRIPT = """\
+import json, runpy, sys
+
+import torch
+
+facts, calls = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+ns = runpy.run_path(sys.argv[3])
+bad = [n for n, text in facts.items() if ns[n] != eval(text, {"torch": torch})]
+if ns["current_accelerator_setter"]() is not eval(calls["current_accelerator_setter"]):
+    bad.append("current_accelerator_setter()")
+removed = eval(calls["aten_op_removed"])
+if any(ns["aten_op_removed"](op) != removed for op in ns["REMOVED_ATEN_OPS"]):
+    bad.append("aten_op_removed()")
+print(", ".join(bad))
+"""
+
+
+def check_facts(py: Path, cwd: Path) -> None:
+    """The base values of rule 9 are what ``torch_acc/_compat.py`` says on torch 2.6.0."""
+    proc = _run(
+        [
+            str(py),
+            "-c",
+            _FACTS_SCRIPT,
+            json.dumps(series_rules.PY_FACTS),
+            json.dumps(series_rules.PY_FACT_CALLS),
+            str(ROOT / "torch_acc/_compat.py"),
+        ],
+        "evaluating torch_acc/_compat.py on the overlay's torch",
+        cwd=cwd,
+    )
+    if proc.stdout.strip():
+        raise CheckFailed(
+            f"tools/series_rules.py's base values differ from torch_acc/_compat.py on torch "
+            f"{TORCH} for: {proc.stdout.strip()}"
+        )
+
+
 def check_overlay(tree: Path, tmp: Path) -> None:
     py = _overlay_python()
-    site = Path(_run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                     "locating site-packages").stdout.strip())
+    site = Path(
+        _run(
+            [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            "locating site-packages",
+        ).stdout.strip()
+    )
     for old in site.glob("_acc_overlay*"):
         old.unlink()
     # A fresh torch/ each time: reinstall the wheel's Python files, then lay the series' on top.
-    _run([str(py), "-m", "pip", "install", "--quiet", "--force-reinstall", "--no-deps",
-          f"torch=={TORCH}"], "restoring the installed torch")
+    _run(
+        [
+            str(py),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--force-reinstall",
+            "--no-deps",
+            f"torch=={TORCH}",
+        ],
+        "restoring the installed torch",
+    )
     base = ensure_base(CACHE)
     head = _run(["git", "-C", str(base), "rev-parse", "HEAD"], "rev-parse").stdout.strip()
-    changed = _run(["git", "-C", str(tree), "diff", "--name-only", head, "HEAD"],
-                   "listing changed files").stdout.split()
+    changed = _run(
+        ["git", "-C", str(tree), "diff", "--name-only", head, "HEAD"], "listing changed files"
+    ).stdout.split()
     # Build the patched tree's torch/csrc/acc (before the Python files change, so that this
     # build imports the stock torch); torch/csrc/acc resolves to the patched tree.
     include = tmp / "overlay-include"
@@ -224,21 +572,36 @@ def check_overlay(tree: Path, tmp: Path) -> None:
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(tree / path, dest)
             _log(f"overlaid: {path}")
+    (site / "_acc_overlay_accelerator.py").write_text(accelerator_stand_in())
     (site / "_acc_overlay_finder.py").write_text(_FINDER)
     (site / "_acc_overlay.pth").write_text("import _acc_overlay_finder\n")
-    proc = subprocess.run([str(py), "-c", "import torch_acc"], capture_output=True, text=True,
-                          cwd=tree / "test", check=False)
+    proc = subprocess.run(
+        [str(py), "-c", "import torch_acc"],
+        capture_output=True,
+        text=True,
+        cwd=tree / "test",
+        check=False,
+    )
     if proc.returncode == 0:
         raise CheckFailed("the standalone torch_acc is importable in the overlay environment")
-    _run([str(py), "-c", "import torch; assert hasattr(torch._C, '_acc'); "
-          "from torch.utils.backend_registration import setup_privateuseone_for_python_backend"],
-         "importing torch with the overlay", cwd=tree / "test")
+    _run(
+        [
+            str(py),
+            "-c",
+            "import torch; assert hasattr(torch._C, '_acc'); "
+            "from torch.utils.backend_registration import setup_privateuseone_for_python_backend",
+        ],
+        "importing torch with the overlay",
+        cwd=tree / "test",
+    )
+    check_facts(py, tree / "test")
     failed = []
     for feature in series_rules.TESTS:
         test = f"{series_rules.TEST_PREFIX}{feature}.py"
         # As each patch's Test Plan says: the file runs itself (run_tests()).
-        proc = subprocess.run([str(py), test], capture_output=True, text=True,
-                              cwd=tree / "test", check=False)
+        proc = subprocess.run(
+            [str(py), test], capture_output=True, text=True, cwd=tree / "test", check=False
+        )
         lines = proc.stderr.strip().splitlines()
         tail = " ".join(lines[-3:]) if lines else ""
         _log(f"overlay {test}: {tail}")
@@ -257,10 +620,10 @@ def main() -> int:
         try:
             _log("1/4 regenerating the series")
             check_regenerate(tmp)
-            _log("2/4 applying the series to the pristine base")
-            tree = check_apply(tmp)
-            _log("3/4 compiling the series' C++ files")
-            check_compile(tree)
+            _log("2/4 applying the series patch by patch: C++ compiled, Python checked")
+            tree = check_prefixes(tmp)
+            _log("3/4 building and running the series' c10 googletest files")
+            check_c10_tests(tree, tmp)
             if not args.skip_overlay:
                 _log("4/4 overlay run of the series' tests on torch " + TORCH)
                 check_overlay(tree, tmp)

@@ -64,9 +64,15 @@ def write(tree: Path, path: str, text: str) -> None:
     target.write_text(text)
 
 
+def in_tree_python(src: str) -> str:
+    """Rules 6, 9 and 2: a standalone Python file's text as the series carries it."""
+    text = series_rules.resolve_python((ROOT / src).read_text(), src)
+    return series_rules.rewrite_imports(text, src)
+
+
 def carry_python(tree: Path, src: str, dst: str) -> None:
-    """Rules 2 and 3: a standalone Python file, imports rewritten, at its in-tree path."""
-    write(tree, dst, series_rules.rewrite_imports((ROOT / src).read_text(), src))
+    """Rule 3: a standalone Python file, made in-tree, at its in-tree path."""
+    write(tree, dst, in_tree_python(src))
 
 
 # --- the patches ---------------------------------------------------------------------------
@@ -178,16 +184,27 @@ def apply_current_accelerator(tree: Path) -> None:
     header = "aten/src/ATen/DeviceAccelerator.h"
     edit(tree, header, _ACCELERATOR_DECL, _ACCELERATOR_DECL + _ACCELERATOR_SETTER_DECL)
     source = "aten/src/ATen/DeviceAccelerator.cpp"
-    edit(tree, source, "#include <ATen/DeviceAccelerator.h>\n",
-         "#include <ATen/DeviceAccelerator.h>\n\n#include <atomic>\n\n")
+    edit(
+        tree,
+        source,
+        "#include <ATen/DeviceAccelerator.h>\n",
+        "#include <ATen/DeviceAccelerator.h>\n\n#include <atomic>\n\n",
+    )
     edit(tree, source, _ACCELERATOR_DEF, _ACCELERATOR_CHOICE + _ACCELERATOR_DEF)
     edit(tree, source, _ACCELERATOR_DETECT, _ACCELERATOR_CHOSEN + _ACCELERATOR_DETECT)
-    edit(tree, "torch/csrc/DeviceAccelerator.cpp", _ACCELERATOR_BINDING_AFTER,
-         _ACCELERATOR_BINDING_AFTER + _ACCELERATOR_BINDING)
-    edit(tree, "torch/_C/__init__.pyi.in",
-         "def _accelerator_getAccelerator() -> _device: ...\n",
-         "def _accelerator_getAccelerator() -> _device: ...\n"
-         "def _accelerator_setCurrentAccelerator(device: Optional[_device]) -> None: ...\n")
+    edit(
+        tree,
+        "torch/csrc/DeviceAccelerator.cpp",
+        _ACCELERATOR_BINDING_AFTER,
+        _ACCELERATOR_BINDING_AFTER + _ACCELERATOR_BINDING,
+    )
+    edit(
+        tree,
+        "torch/_C/__init__.pyi.in",
+        "def _accelerator_getAccelerator() -> _device: ...\n",
+        "def _accelerator_getAccelerator() -> _device: ...\n"
+        "def _accelerator_setCurrentAccelerator(device: Optional[_device]) -> None: ...\n",
+    )
 
 
 def _public_name(module: ast.Module, name: str, signature: str, call: str) -> str:
@@ -201,27 +218,39 @@ def _public_name(module: ast.Module, name: str, signature: str, call: str) -> st
     return (
         f"\n\ndef {name}{signature}:\n"
         f'    r"""{doc}"""\n'
-        f"    from torch.utils._acc_registry import {name} as _{name}\n\n"
+        f"    from torch.utils._acc.registry import {name} as _{name}\n\n"
         f"    return _{name}{call}\n"
     )
 
 
 def apply_accelerator_api(tree: Path) -> None:
     """``torch.accelerator.set_current_accelerator`` and ``torch.utils.register_backend``, the
-    public names of the registry's functions (``torch/utils/_acc_registry.py``)."""
+    public names of the registry's functions (``torch/utils/_acc/registry.py``)."""
     module = ast.parse((ROOT / "torch_acc/registry.py").read_text())
     path = "torch/accelerator/__init__.py"
-    edit(tree, path, '    "set_device_idx",  # deprecated\n',
-         '    "set_current_accelerator",\n    "set_device_idx",  # deprecated\n')
+    edit(
+        tree,
+        path,
+        '    "set_device_idx",  # deprecated\n',
+        '    "set_current_accelerator",\n    "set_device_idx",  # deprecated\n',
+    )
     target = tree / path
-    target.write_text(target.read_text() + _public_name(
-        module, "set_current_accelerator", "(device: _device_t, /) -> None", "(device)"
-    ))
+    target.write_text(
+        target.read_text()
+        + _public_name(
+            module, "set_current_accelerator", "(device: _device_t, /) -> None", "(device)"
+        )
+    )
     target = tree / "torch/utils/__init__.py"
-    target.write_text(target.read_text() + _public_name(
-        module, "register_backend", "(name: str, module, *, setup=None) -> None",
-        "(name, module, setup=setup)",
-    ))
+    target.write_text(
+        target.read_text()
+        + _public_name(
+            module,
+            "register_backend",
+            "(name: str, module, *, setup=None) -> None",
+            "(name, module, setup=setup)",
+        )
+    )
 
 
 def apply_noop_guard(tree: Path) -> None:
@@ -230,18 +259,43 @@ def apply_noop_guard(tree: Path) -> None:
         write(tree, dst, (ROOT / src).read_text())
 
 
+_BUILD_LIST = "libtorch_python_core_sources = [\n"
+
+
+def add_build_sources(tree: Path, paths: list[str]) -> None:
+    """List ``paths`` in ``build_variables.bzl``'s Python sources, torch/csrc/acc's sorted at
+    the head of the list (the CMake build reads it)."""
+    target = tree / "build_variables.bzl"
+    text = target.read_text()
+    start = text.index(_BUILD_LIST) + len(_BUILD_LIST)
+    end = start
+    listed = []
+    prefix = f'    "{series_rules.CPP_DIR[1]}/'
+    while text.startswith(prefix, end):
+        line_end = text.index("\n", end) + 1
+        listed.append(text[end:line_end])
+        end = line_end
+    entries = sorted(set(listed) | {f'    "{p}",\n' for p in paths})
+    target.write_text(text[:start] + "".join(entries) + text[end:])
+
+
+def acc_files(*names: str) -> Callable[[Path], None]:
+    """Rules 1 and 9: these files of ``csrc/acc`` at ``torch/csrc/acc``, their ``.cpp`` built."""
+
+    def apply(tree: Path) -> None:
+        src_dir, dst_dir = series_rules.CPP_DIR
+        for name in names:
+            src = f"{src_dir}/{name}"
+            write(
+                tree, f"{dst_dir}/{name}", series_rules.resolve_cpp((ROOT / src).read_text(), src)
+            )
+        add_build_sources(tree, [f"{dst_dir}/{n}" for n in names if n.endswith(".cpp")])
+
+    return apply
+
+
 def apply_acc_module(tree: Path) -> None:
-    src_dir, dst_dir = series_rules.CPP_DIR
-    sources = sorted((ROOT / src_dir).iterdir())
-    for f in sources:
-        write(tree, f"{dst_dir}/{f.name}", f.read_text())
-    cpp = [f"{dst_dir}/{f.name}" for f in sources if f.suffix == ".cpp"]
-    edit(
-        tree,
-        "build_variables.bzl",
-        'libtorch_python_core_sources = [\n',
-        'libtorch_python_core_sources = [\n' + "".join(f'    "{p}",\n' for p in cpp),
-    )
+    acc_files("Module.h", "Module.cpp")(tree)
     edit(
         tree,
         "torch/csrc/Module.cpp",
@@ -255,8 +309,25 @@ def apply_acc_module(tree: Path) -> None:
         "  torch::accelerator::initModule(module);\n  torch::acc::initModule(module);\n",
     )
     carry_python(tree, "torch_acc/_C.pyi", series_rules.FILES["torch_acc/_C.pyi"])
-    edit(tree, "torch/_C/__init__.pyi.in", "from . import (\n    _aoti,\n",
-         "from . import (\n    _acc,\n    _aoti,\n")
+    edit(
+        tree,
+        "torch/_C/__init__.pyi.in",
+        "from . import (\n    _aoti,\n",
+        "from . import (\n    _acc,\n    _aoti,\n",
+    )
+
+
+def check_acc_files_carried() -> None:
+    """Every file of ``csrc/acc`` but ``compat.h`` (rule 9) is in exactly one patch."""
+    carried = sorted(n for part in ACC_PARTS for n in part) + ["Module.cpp", "Module.h"]
+    present = sorted(
+        f.name for f in (ROOT / series_rules.CPP_DIR[0]).iterdir() if f.name != "compat.h"
+    )
+    if sorted(carried) != present:
+        raise RuntimeError(
+            f"csrc/acc has {present}, but the series carries {sorted(carried)} "
+            "(tools/gen_series.py: ACC_PARTS)"
+        )
 
 
 def _split_module(text: str) -> tuple[list[str], list[str], str]:
@@ -278,20 +349,51 @@ def _split_module(text: str) -> tuple[list[str], list[str], str]:
 def apply_backend_registration(tree: Path) -> None:
     target = "torch/utils/backend_registration.py"
     src = "torch_acc/backend_registration.py"
-    text = series_rules.rewrite_imports((ROOT / src).read_text(), src)
-    imports, names, body = _split_module(text)
+    imports, names, body = _split_module(in_tree_python(src))
     existing = (tree / target).read_text()
     new_imports = "".join(i for i in imports if i not in existing)
     old_all = '__all__ = ["rename_privateuse1_backend", "generate_methods_for_privateuse1_backend"]'
-    new_all = "__all__ = [\n" + "".join(
-        f'    "{n}",\n'
-        for n in ["rename_privateuse1_backend", "generate_methods_for_privateuse1_backend", *names]
-    ) + "]"
+    new_all = (
+        "__all__ = [\n"
+        + "".join(
+            f'    "{n}",\n'
+            for n in [
+                "rename_privateuse1_backend",
+                "generate_methods_for_privateuse1_backend",
+                *names,
+            ]
+        )
+        + "]"
+    )
     existing = replace_once(existing, old_all, new_imports + "\n" + new_all, target)
     write(tree, target, existing.rstrip("\n") + "\n\n\n" + body)
-    for src_file, dst_file in series_rules.FILES.items():
-        if src_file.endswith(".py"):
-            carry_python(tree, src_file, dst_file)
+    python_files(*SETUP_FILES)(tree)
+
+
+def python_files(*srcs: str) -> Callable[[Path], None]:
+    """Rule 3: these standalone Python files at their in-tree paths (with the package's
+    ``__init__.py`` when the first of them goes to ``torch/utils/_acc/``)."""
+
+    def apply(tree: Path) -> None:
+        init, text = series_rules.PACKAGE_INIT
+        for src in srcs:
+            dst = series_rules.FILES[src]
+            if dst.startswith(init.rsplit("/", 1)[0] + "/") and not (tree / init).exists():
+                write(tree, init, text)
+            carry_python(tree, src, dst)
+
+    return apply
+
+
+def check_python_files_carried() -> None:
+    """Every carried Python file (``series_rules.FILES``) is in exactly one patch."""
+    carried = sorted([*LIBRARY_FILES, *SETUP_FILES, *(f for group in NUMPY_GROUPS for f in group)])
+    expected = sorted(f for f in series_rules.FILES if f.endswith(".py"))
+    if carried != expected:
+        raise RuntimeError(
+            f"the series carries {carried}, but series_rules.FILES has {expected} "
+            "(tools/gen_series.py: LIBRARY_FILES, SETUP_FILES, NUMPY_GROUPS)"
+        )
 
 
 def _source_change(module: str) -> dict:
@@ -301,14 +403,16 @@ def _source_change(module: str) -> dict:
     text = (ROOT / src).read_text()
     tree = ast.parse(text)
     changes = next(
-        ast.literal_eval(node.value) for node in tree.body
+        ast.literal_eval(node.value)
+        for node in tree.body
         if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "SOURCE_CHANGES"
     )
     change = next(c for c in changes if c["module"] == module)
     if "helper" not in change:
         return change
     helper = next(
-        node for node in tree.body
+        node
+        for node in tree.body
         if isinstance(node, ast.FunctionDef) and node.name == change["helper"]
     )
     source = ast.get_source_segment(text, helper).replace(
@@ -353,19 +457,61 @@ def source_change(module: str) -> Callable[[Path], None]:
     return apply
 
 
-def apply_tests(tree: Path) -> None:
-    for feature in series_rules.TESTS:
-        carry_python(
-            tree, f"test/test_{feature}.py", f"test/{series_rules.TEST_PREFIX}{feature}.py"
+_RUN_TEST_ANCHOR = '    "test_cpp_extensions_open_device_registration",\n'
+
+
+def list_in_run_test(tree: Path, names: list[str]) -> None:
+    """List the test files ``names`` in ``test/run_test.py``'s ``RUN_PARALLEL_BLOCKLIST``,
+    beside the C++ PrivateUse1 test: each file sets up one backend for its whole process, so
+    its tests are not split across processes."""
+    target = tree / "test/run_test.py"
+    text = target.read_text()
+    if text.count(_RUN_TEST_ANCHOR) != 1:
+        raise RuntimeError(f"test/run_test.py: expected one {_RUN_TEST_ANCHOR.strip()} entry")
+    start = end = text.index(_RUN_TEST_ANCHOR) + len(_RUN_TEST_ANCHOR)
+    listed = []
+    prefix = f'    "{series_rules.TEST_PREFIX}'
+    while text.startswith(prefix, end):
+        line_end = text.index("\n", end) + 1
+        listed.append(text[end:line_end])
+        end = line_end
+    entries = sorted(set(listed) | {f'    "{name}",\n' for name in names})
+    target.write_text(text[:start] + "".join(entries) + text[end:])
+
+
+def tests(*features: str) -> Callable[[Path], None]:
+    """Rules 4 and 7: the tests of ``features``, their Dynamo skips and their entries in
+    ``test/run_test.py``."""
+
+    def apply(tree: Path) -> None:
+        list_in_run_test(tree, [f"{series_rules.TEST_PREFIX}{f}" for f in features])
+        for feature in features:
+            src = f"test/test_{feature}.py"
+            carry_python(tree, src, f"test/{series_rules.TEST_PREFIX}{feature}.py")
+            classes = {
+                node.name
+                for node in ast.parse((ROOT / src).read_text()).body
+                if isinstance(node, ast.ClassDef)
+            }
+            for name in series_rules.DYNAMO_SKIPS:
+                if name.split(".")[0] in classes:
+                    write(tree, f"test/dynamo_skips/{name}", "")
+
+    return apply
+
+
+def check_tests_carried() -> None:
+    """Every test of ``series_rules.TESTS`` is in exactly one patch."""
+    carried = sorted(f for group in TEST_GROUPS for f in group)
+    if carried != sorted(series_rules.TESTS):
+        raise RuntimeError(
+            f"the series carries the tests {carried}, but series_rules.TESTS has "
+            f"{sorted(series_rules.TESTS)} (tools/gen_series.py: TEST_GROUPS)"
         )
-    for name in series_rules.DYNAMO_SKIPS:
-        write(tree, f"test/dynamo_skips/{name}", "")
 
 
-def _test_plan() -> str:
-    return "\n".join(
-        f"    python test/{series_rules.TEST_PREFIX}{f}.py" for f in series_rules.TESTS
-    )
+def _test_plan(features) -> str:
+    return "\n".join(f"    python test/{series_rules.TEST_PREFIX}{f}.py" for f in features)
 
 
 @dataclass
@@ -380,6 +526,42 @@ class Patch:
             f"{self.subject}\n\n## Summary\n\n{self.summary.strip()}\n\n"
             f"## Test Plan\n\n{self.test_plan.rstrip()}\n"
         )
+
+
+#: The parts of torch/csrc/acc, one patch each, in dependency order (Module.{h,cpp}, which
+#: binds them all, is the patch after them).
+ACC_PARTS = [
+    ("PythonMethods.h", "Shutdown.cpp", "Shutdown.h"),
+    ("DeviceGuard.cpp", "DeviceGuard.h"),
+    ("Generator.cpp", "Generator.h", "Hooks.cpp", "Hooks.h"),
+    ("EmptyTensor.cpp", "EmptyTensor.h", "PayloadTensor.cpp", "PayloadTensor.h"),
+    ("Bridge.cpp", "Bridge.h"),
+    ("Autocast.cpp", "Autocast.h"),
+]
+#: The Python files of each Python patch (backend_registration.py is merged, rule 5).
+LIBRARY_FILES = ("torch_acc/library.py",)
+SETUP_FILES = (
+    "torch_acc/_autocast.py",
+    "torch_acc/_fallback.py",
+    "torch_acc/payload.py",
+    "torch_acc/registry.py",
+)
+NUMPY_GROUPS = tuple(
+    tuple(f"torch_acc/backends/numpy/{name}" for name in group)
+    for group in [
+        ("_common.py", "_pointwise.py"),
+        ("_reduce.py", "_shape.py"),
+        ("_index.py", "_random.py", "_foreach.py"),
+        ("_nn.py", "_attention.py"),
+        ("_linalg.py", "_fft.py", "_rnn.py", "_training.py", "__init__.py"),
+    ]
+)
+#: The tests of each test patch (rule 4).
+TEST_GROUPS = [
+    ("device", "guard", "hooks", "streams_events", "accelerator", "current_accelerator", "pinned"),
+    ("payload", "bridge", "views", "inplace_out", "decompositions", "mixed_device_errors", "fake"),
+    ("rng", "autocast", "serialization", "compile", "subclass_backend", "registration_errors"),
+]
 
 
 PATCHES = [
@@ -400,56 +582,165 @@ Events still raise: the engine records an event only when the caller's stream an
 stream differ, and they are now equal, so no event is needed on such a device; anywhere else
 an event on a device without events is an error, as reviewers asked.
 
-torch._C._acc's DeviceGuard (next patch) implements the whole interface itself and does not
-depend on this change; it makes NoOpDeviceGuardImpl correct for the C++ backends that use it.
+torch::acc's device guard (later in this series) implements the whole interface itself and
+does not depend on this change; it makes NoOpDeviceGuardImpl correct for the C++ backends that
+use it.
 """,
         apply_noop_guard,
-        "Compile-checked here (-fsyntax-only against the v2.6.0 wheel's generated headers and\n"
-        "googletest); in a full build:\n\n"
-        "    ./build/bin/c10_NoOpDeviceGuardImpl_test",
+        "    ./build/bin/c10_NoOpDeviceGuardImpl_test\n\n"
+        "(tools/check_series.py builds it from the patched c10 headers and the v2.6.0 wheel's\n"
+        "libc10, and runs it.)",
+    ),
+    Patch(
+        "[acc] Add torch/csrc/acc's Python method tables and exit handling",
+        """
+Groundwork for torch::acc, the C++ side of PrivateUse1 backends written in Python (the
+patches that follow). Objects that C++ keeps for the rest of the process (device guards,
+hooks, generators, payloads) hold Python objects, so two pieces are shared by all of them:
+
+- PythonMethods.h: the methods a Python object defines, looked up once at registration
+  (a table per subclass), so each call from C++ is one dictionary-free call.
+- Shutdown.{h,cpp}: whether the interpreter is finalizing. A C++ object released at exit
+  must not touch Python then: releasing a Python reference checks Py_IsInitialized() and
+  saves/restores a pending Python error, and is skipped once Python has gone.
+
+Nothing uses them yet; the next patches do.
+""",
+        acc_files(*ACC_PARTS[0]),
+        "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
+        "tests added later in the series (patches/README.md lists which).",
+    ),
+    Patch(
+        "[acc] Add a device guard that forwards to a Python object",
+        """
+torch::acc::DeviceGuardImpl is a c10 DeviceGuardImplInterface for PrivateUse1 whose methods
+call a Python object's. Each method the object defines is forwarded to it; the others
+describe a synchronous device with one default stream per device: indices
+0..device_count()-1, per-thread current device and stream, events complete at once.
+record/block/destroy of events do nothing only because the autograd engine calls them at the
+end of backward (as the comment at each says); elapsed_time raises. Indices are checked
+against device_count() once, with an error that names the backend and the index.
+
+On this release getStream()/exchangeStream() are noexcept: an error of the Python object
+there is kept and raised by the next guard call that can raise.
+
+The guard is registered from Python by torch._C._acc (a later patch).
+""",
+        acc_files(*ACC_PARTS[1]),
+        "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
+        "tests added later in the series (patches/README.md lists which).",
+    ),
+    Patch(
+        "[acc] Add PrivateUse1 hooks and generators that forward to Python",
+        """
+torch::acc::Hooks is an at::PrivateUse1HooksInterface whose methods call a Python object's:
+availability, primary context, init, pinned host memory (pointers the backend hands out) and
+memory figures (zeros by default). Device queries go to the device guard (previous patch).
+
+Generators: the hooks may return a Python generator object per device; C++ holds it as a
+real at::Generator (torch.Generator(device=...), manual_seed, get/set_rng_state), registered
+through ATen/core/GeneratorForPrivateuseone.h on this release, and random operators hand it
+to their kernels.
+""",
+        acc_files(*ACC_PARTS[2]),
+        "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
+        "tests added later in the series (patches/README.md lists which).",
+    ),
+    Patch(
+        "[acc] Add payload tensors: storage-less tensors holding a Python object",
+        """
+A Python backend keeps its device data in Python objects (a NumPy array, a handle). Payload
+tensors are PrivateUse1 tensors without storage whose device data is such an object, shared
+with their views and detached copies and released with the GIL (safely at interpreter
+shutdown). data_ptr() and untyped_storage() raise an error that names the device and suggests
+.cpu(); an allocator registered for PrivateUse1 refuses storage bytes with the same error
+instead of a null dereference. storage_token/set_storage_token/payload_nbytes let meta
+conversion describe their data (a later patch). EmptyTensor builds empty payload tensors
+(empty/empty_strided), checking the device index against the guard.
+""",
+        acc_files(*ACC_PARTS[3]),
+        "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
+        "tests added later in the series (patches/README.md lists which).",
+    ),
+    Patch(
+        "[acc] Add the kernel bridge between the dispatcher and Python kernels",
+        """
+register_kernel(name, fn) registers a boxed kernel for PrivateUse1 that unwraps payloads,
+calls fn with payloads and plain Python values (no Python tensor objects on the way) and
+wraps or rebinds the results (in-place and out= included, with the dispatcher's semantics);
+set_as_strided(fn) installs metadata-only view kernels that share the base's payload;
+set_fallback(fn) routes operators without a kernel to Python (torch._decomp, then an error
+naming the operator). One file: the argument conversion, the result handling and the views
+belong together.
+""",
+        acc_files(*ACC_PARTS[4]),
+        "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
+        "tests added later in the series (patches/README.md lists which).",
+    ),
+    Patch(
+        "[acc] Let PrivateUse1 autocast use the CPU's operator lists",
+        """
+register_autocast_kernels() gives PrivateUse1 autocast the operator lists and cast policies of
+CPU autocast, so torch.autocast(device_type=<Python backend>) casts as on the CPU.
+""",
+        acc_files(*ACC_PARTS[5]),
+        "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
+        "tests added later in the series (patches/README.md lists which).",
     ),
     Patch(
         "[acc] Add torch._C._acc for Python-defined PrivateUse1 backends",
         """
-Adds torch/csrc/acc (namespace torch::acc), registered from torch/csrc/Module.cpp as
-torch._C._acc, so that a backend written in Python can make PrivateUse1 a real device:
+Binds the previous patches as torch._C._acc, registered from torch/csrc/Module.cpp
+(torch::acc::initModule), with its stub torch/_C/_acc/__init__.pyi:
 
-- DeviceGuard: a Python-subclassable c10 device guard. Each method the Python object
-  defines is forwarded to it (looked up once, at registration); the others describe a
-  synchronous device with one default stream per device: indices 0..device_count()-1,
-  per-thread current device and stream, events complete at once. record/block/destroy of
-  events do nothing only because the autograd engine calls them at the end of backward;
-  elapsed_time raises.
-- PrivateUse1Hooks: Python-subclassable at::PrivateUse1HooksInterface (availability,
-  primary context, init, pinned pointers); device queries go to the guard.
-- register_python_privateuseone_device_guard / register_python_privateuseone_hook:
-  first registration wins and returns True, a second returns False, a wrong type is a
-  TypeError. Registered objects live for the process.
+- DeviceGuard, PrivateUse1Hooks: the Python-subclassable bases.
+- register_python_privateuseone_device_guard / register_python_privateuseone_hook: first
+  registration wins and returns True, a second returns False, a wrong type is a TypeError.
+  Registered objects live for the process (c10 and ATen keep raw pointers to them).
 - is_python_backend(): whether PrivateUse1's guard is one of these (printing asks it).
-- Payload tensors: create_empty_tensor(shape, dtype, device_index=0), wrap(payload, ...),
-  payload(t), set_payload(t, obj), rebind(t, obj): storage-less PrivateUse1 tensors whose
-  device data is a Python object shared with their views and detached copies, released with
-  the GIL (safely at interpreter shutdown); data_ptr()/untyped_storage() raise an error that
-  names the device and suggests .cpu(), and an allocator refuses PrivateUse1 storage bytes
-  instead of a null dereference. storage_token/set_storage_token/payload_nbytes let meta
-  conversion describe their data (a later patch).
-- Generators: hooks may return a Python generator object per device; C++ holds it as a
-  real at::Generator (torch.Generator(device=...), manual_seed, get/set_rng_state), and
-  random operators hand it to their kernels. Pinned host memory and memory figures come from
-  the hooks too (zeros by default), and register_autocast_kernels gives PrivateUse1 autocast
-  CPU autocast's operator lists and cast policies.
-- The kernel bridge: register_kernel(name, fn) registers a boxed kernel that unwraps
-  payloads, calls fn with payloads and plain Python values (no Python tensor objects on the
-  way) and wraps or rebinds the results (in-place and out=); set_as_strided(fn) installs
-  metadata-only view kernels sharing the base's payload; set_fallback(fn) routes operators
-  without a kernel to Python (torch._decomp, then an error naming the operator).
+- create_empty_tensor(shape, dtype, device_index=0), wrap(payload, ...), payload(t),
+  set_payload(t, obj), rebind(t, obj) and the storage-token functions of payload tensors.
+- register_kernel, set_as_strided, set_fallback (the kernel bridge), register_autocast_kernels.
 
-The same files build out of tree as the torch_acc extension (torch_acc._C carries these
-names at its top level).
+The same files build out of tree as the torch_acc extension (torch_acc._C carries these names
+at its top level).
 """,
         apply_acc_module,
+        '    python -c "import torch; print(torch._C._acc.is_python_backend())"',
+    ),
+    Patch(
+        "[ATen] Let at::getAccelerator honour an explicitly chosen accelerator",
+        """
+at::getAccelerator detects the accelerator of the build (PrivateUse1 first, whenever one is
+registered), so a process cannot say which accelerator is current: installing a testing
+backend makes it the accelerator of every library that asks. at::setCurrentAccelerator(
+device_type) makes an accelerator device type, or none (std::nullopt: CPU only), what
+getAccelerator returns from then on; getAccelerator(true) raises as before when none is
+chosen. The choice is one atomic, so concurrent set and get never tear. Its Python binding is
+torch._C._accelerator_setCurrentAccelerator(device or None); the [accelerator] patch later in
+this series adds the public torch.accelerator.set_current_accelerator.
+
+Every C++ caller of getAccelerator follows the choice: torch.accelerator's functions,
+torch.Stream()/torch.Event() without a device, pinned memory's default device, and the
+autograd engine's stream stash.
+""",
+        apply_current_accelerator,
         "Compile-checked here (-fsyntax-only against the v2.6.0 wheel's generated headers);\n"
-        "exercised by the tests of the last patch of this series.",
+        f"python test/{series_rules.TEST_PREFIX}current_accelerator.py (later in this series)\n"
+        "checks that the registry hands the choice to the binding.",
+    ),
+    Patch(
+        "[utils] Add the kernel registration API of Python backends",
+        """
+torch/utils/_acc/library.py: how a Python backend registers its kernels for PrivateUse1 on top
+of torch._C._acc: impl(name, fn) for one operator (overloads and out= variants resolved),
+views and as_strided, random-number generators, serialization formats of payloads
+(impl_serialization) and an opt-in check of each kernel's results (TORCH_ACC_CHECK_KERNELS=1)
+for backend authors.
+""",
+        python_files(*LIBRARY_FILES),
+        "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
+        "tests added later in the series (patches/README.md lists which).",
     ),
     Patch(
         "[utils] Add setup_privateuseone_for_python_backend to backend_registration",
@@ -462,13 +753,33 @@ and guard from torch._C._acc. Calling it again with the same name is harmless; a
 or a PrivateUse1 already taken, raises a RuntimeError naming the backend that holds it;
 invalid names raise ValueError.
 
-torch/utils/_acc_compat.py holds the version facts the code and tests consult, and
-torch/testing/_internal/acc_numpy_backend/ is a reference backend for the tests: NumPy
-arrays as device data, kernels registered with torch.library.
+Its private helpers, in torch/utils/_acc/: the decomposition fallback (fallback), autocast
+registration (autocast), payload helpers (payload) and the registry of named backends
+(registry: any number registered, one bound to PrivateUse1, the current accelerator's
+choice handed to torch._C._accelerator_setCurrentAccelerator, which the [ATen] patch
+adds).
 """,
         apply_backend_registration,
-        "    python -c \"import torch; torch.utils.backend_registration."
+        '    python -c "import torch; torch.utils.backend_registration.'
         "setup_privateuseone_for_python_backend('npy'); print(torch.device('npy:0'))\"",
+    ),
+    Patch(
+        "[accelerator] Add torch.accelerator.set_current_accelerator and "
+        "torch.utils.register_backend",
+        """
+Implements the pitch of "Allow registering multiple out-of-tree backends and setting
+current_accelerator": torch.utils.register_backend(name, module, *, setup=None) records a
+Python backend without binding a device type (any number of them, from torch.backends entry
+points too; registering never fails at import), and
+torch.accelerator.set_current_accelerator(device) chooses the current accelerator among the
+build's accelerators and the registered backends, or none ("cpu"/None). Choosing a
+registered backend binds it to PrivateUse1 first; a second Python backend on the one
+PrivateUse1 slot is a RuntimeError that names both. The choice goes to
+at::setCurrentAccelerator (the [ATen] patch). Both are thin public names over
+torch/utils/_acc/registry.py.
+""",
+        apply_accelerator_api,
+        f"    python test/{series_rules.TEST_PREFIX}current_accelerator.py",
     ),
     Patch(
         "[meta_utils] Describe the storage of Python-backend payload tensors",
@@ -505,7 +816,7 @@ when it set requires_grad on the tensor made from the copy. Tensor._reduce_ex_in
 copies self.detach().cpu(); the flag, saved beside the copy, is set on load as before.
 
 A Python backend may save its payloads in a format of its own instead
-(torch.utils._acc_library.impl_serialization): the new helper _reduce_payload_tensor then
+(torch.utils._acc.library.impl_serialization): the new helper _reduce_payload_tensor then
 reduces such a tensor to the backend's rebuild function and the state its serialize
 function returns, and None for every other tensor, which is saved as before.
 """,
@@ -543,65 +854,112 @@ a quarter less time.
         f"    python test/{series_rules.TEST_PREFIX}guard.py",
     ),
     Patch(
-        "[ATen] Let at::getAccelerator honour an explicitly chosen accelerator",
+        "[testing] Add a NumPy reference backend (1/5): helpers, pointwise ops",
         """
-at::getAccelerator detects the accelerator of the build (PrivateUse1 first, whenever one is
-registered), so a process cannot say which accelerator is current: installing a testing
-backend makes it the accelerator of every library that asks. at::setCurrentAccelerator(
-device_type) makes an accelerator device type, or none (std::nullopt: CPU only), what
-getAccelerator returns from then on; getAccelerator(true) raises as before when none is
-chosen. The choice is one atomic, so concurrent set and get never tear. Its Python binding is
-torch._C._accelerator_setCurrentAccelerator(device or None); the next patch adds the public
-torch.accelerator.set_current_accelerator.
-
-Every C++ caller of getAccelerator follows the choice: torch.accelerator's functions,
-torch.Stream()/torch.Event() without a device, pinned memory's default device, and the
-autograd engine's stream stash.
+torch/testing/_internal/acc_numpy_backend: a reference backend for the tests of Python-defined
+PrivateUse1 backends, NumPy arrays as device data, kernels registered with
+torch.utils._acc.library. Part 1 of 5: its common helpers (dtype and device handling, payload
+conversion) and pointwise operators.
+The package imports nothing of it until its last part adds __init__.py.
 """,
-        apply_current_accelerator,
-        "Compile-checked here (-fsyntax-only against the v2.6.0 wheel's generated headers); the\n"
-        "Python side of the next patch tests the binding's use.",
+        python_files(*NUMPY_GROUPS[0]),
+        "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
+        "tests added later in the series (patches/README.md lists which).",
     ),
     Patch(
-        "[accelerator] Add torch.accelerator.set_current_accelerator and "
-        "torch.utils.register_backend",
+        "[testing] Add a NumPy reference backend (2/5): reductions, shapes",
         """
-Implements the pitch of "Allow registering multiple out-of-tree backends and setting
-current_accelerator": torch.utils.register_backend(name, module, *, setup=None) records a
-Python backend without binding a device type (any number of them, from torch.backends entry
-points too; registering never fails at import), and
-torch.accelerator.set_current_accelerator(device) chooses the current accelerator among the
-build's accelerators and the registered backends, or none ("cpu"/None). Choosing a
-registered backend binds it to PrivateUse1 first; a second Python backend on the one
-PrivateUse1 slot is a RuntimeError that names both. The choice goes to
-at::setCurrentAccelerator (previous patch). Both are thin public names over
-torch/utils/_acc_registry.py.
+torch/testing/_internal/acc_numpy_backend: a reference backend for the tests of Python-defined
+PrivateUse1 backends, NumPy arrays as device data, kernels registered with
+torch.utils._acc.library. Part 2 of 5: reductions and shape operators.
+The package imports nothing of it until its last part adds __init__.py.
 """,
-        apply_accelerator_api,
-        f"    python test/{series_rules.TEST_PREFIX}current_accelerator.py",
+        python_files(*NUMPY_GROUPS[1]),
+        "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
+        "tests added later in the series (patches/README.md lists which).",
     ),
     Patch(
-        "[test] Add tests for Python-defined PrivateUse1 backends",
+        "[testing] Add a NumPy reference backend (3/5): indexing, rng, foreach",
         """
-One test file per integration point: device naming, the device module and printing, the
-device guard (indices, streams, events, backward on npy:0 and npy:1 and from a thread),
-hooks, the seed-style subclass backend end to end, registration errors, fake conversion,
-the current accelerator (and autocast's default), payload tensors (round trips, storage
-errors, lifetime, shutdown), the kernel bridge, views against CPU, in-place and out=
-semantics, the decomposition fallback and its errors, mixed-device errors, random numbers
-and generators, pinned memory, torch.accelerator's functions, autocast, serialization,
-streams and events, and torch.compile (eager, aot_eager, and inductor's one error). Each
-file sets up a backend for its whole process, so each runs in its own process. Dynamo
-cannot trace torch.Event on this release: the two event tests get dynamo_skips entries.
+torch/testing/_internal/acc_numpy_backend: a reference backend for the tests of Python-defined
+PrivateUse1 backends, NumPy arrays as device data, kernels registered with
+torch.utils._acc.library. Part 3 of 5: indexing, random numbers (a Python generator object per
+device) and foreach operators.
+The package imports nothing of it until its last part adds __init__.py.
 """,
-        apply_tests,
-        _test_plan(),
+        python_files(*NUMPY_GROUPS[2]),
+        "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
+        "tests added later in the series (patches/README.md lists which).",
+    ),
+    Patch(
+        "[testing] Add a NumPy reference backend (4/5): nn ops, attention",
+        """
+torch/testing/_internal/acc_numpy_backend: a reference backend for the tests of Python-defined
+PrivateUse1 backends, NumPy arrays as device data, kernels registered with
+torch.utils._acc.library. Part 4 of 5: neural-network operators and attention.
+The package imports nothing of it until its last part adds __init__.py.
+""",
+        python_files(*NUMPY_GROUPS[3]),
+        "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
+        "tests added later in the series (patches/README.md lists which).",
+    ),
+    Patch(
+        "[testing] Add a NumPy reference backend (5/5): linalg, fft, setup",
+        """
+torch/testing/_internal/acc_numpy_backend: a reference backend for the tests of Python-defined
+PrivateUse1 backends, NumPy arrays as device data, kernels registered with
+torch.utils._acc.library. Part 5 of 5: linear algebra, FFT, RNN cells, optimizer steps, and the
+package itself (setup(), the kernel table).
+""",
+        python_files(*NUMPY_GROUPS[4]),
+        '    python -c "from torch.testing._internal import acc_numpy_backend as b; b.setup()"',
+    ),
+    Patch(
+        "[test] Test Python backends: device, guard, hooks, accelerator",
+        """
+Tests of Python-defined PrivateUse1 backends, on the NumPy reference backend: device naming,
+the device module and printing, the device guard (indices, streams, events,
+backward on npy:0 and npy:1 and from a thread), hooks, streams and events, torch.accelerator's
+functions, the current accelerator (and autocast's default) and pinned memory. Each file
+sets up a backend for its whole process, so each runs in its own process.
+Dynamo cannot trace torch.Event on this release: the event tests get dynamo_skips entries.
+""",
+        tests(*TEST_GROUPS[0]),
+        _test_plan(TEST_GROUPS[0]),
+    ),
+    Patch(
+        "[test] Test Python backends: payload tensors and the kernel bridge",
+        """
+Tests of Python-defined PrivateUse1 backends, on the NumPy reference backend: payload tensors
+(round trips, storage errors, lifetime, shutdown), the kernel bridge, views
+against CPU, in-place and out= semantics, the decomposition fallback and its errors,
+mixed-device errors and fake conversion. Each file
+sets up a backend for its whole process, so each runs in its own process.
+""",
+        tests(*TEST_GROUPS[1]),
+        _test_plan(TEST_GROUPS[1]),
+    ),
+    Patch(
+        "[test] Test Python backends: rng, autocast, serialization, compile",
+        """
+Tests of Python-defined PrivateUse1 backends, on the NumPy reference backend: random numbers
+and generators, autocast, serialization, torch.compile (eager, aot_eager,
+and inductor's one error), the seed-style subclass backend end to end and registration
+errors. Each file
+sets up a backend for its whole process, so each runs in its own process.
+""",
+        tests(*TEST_GROUPS[2]),
+        _test_plan(TEST_GROUPS[2]),
     ),
 ]
 
 
 def generate(out: Path, tree: Path | None = None) -> Path:
     """Write the series into ``out`` (``*.patch`` and ``series``); returns the patched tree."""
+    series_rules.check_facts_complete()
+    check_acc_files_carried()
+    check_python_files_carried()
+    check_tests_carried()
     base = ensure_base(ROOT / ".cache")
     work = Path(tempfile.mkdtemp(prefix="acc-series-")) if tree is None else tree
     if work.exists():
@@ -612,11 +970,23 @@ def generate(out: Path, tree: Path | None = None) -> Path:
         patch.apply(work)
         git(work, "add", "--all")
         git(work, "commit", "--quiet", "--no-verify", "-m", patch.message())
+        series_rules.check_patch_size(
+            patch.subject, git(work, "show", "--numstat", "--format=", "HEAD")
+        )
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.patch"):
         old.unlink()
-    git(work, "format-patch", "--quiet", "--zero-commit", "--no-signature", "--full-index",
-        "-o", str(out.resolve()), f"{start}..HEAD")
+    git(
+        work,
+        "format-patch",
+        "--quiet",
+        "--zero-commit",
+        "--no-signature",
+        "--full-index",
+        "-o",
+        str(out.resolve()),
+        f"{start}..HEAD",
+    )
     names = sorted(p.name for p in out.glob("*.patch"))
     (out / "series").write_text("".join(n + "\n" for n in names))
     return work

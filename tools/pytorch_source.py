@@ -2,7 +2,9 @@ r"""Obtain the reference base of the patch series: pristine PyTorch v2.6.0.
 
 The source is Debian's source package ``pytorch`` ``2.6.0+dfsg-7`` (suite trixie), fetched
 with ``apt-get source --download-only`` under an apt configuration of its own (a source list,
-package lists and cache inside the cache folder), so the machine's apt setup is unchanged.
+package lists and cache inside the cache folder), so the machine's apt setup is unchanged. The
+mirror is the one the machine's apt configuration uses for Debian (see ``debian_mirror``): no
+host name is written here.
 Only the upstream ("orig") tarball is used: Debian's patches are not applied, so the base is
 upstream v2.6.0 less the files Debian removed (DFSG). The tarball's size and sha256 are
 checked against fixed values. It is unpacked, its top-level folder stripped, into
@@ -25,6 +27,7 @@ Other tools (with ``tools/`` on ``sys.path``)::
 import argparse
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,11 +38,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CACHE = ROOT / ".cache"
 
-#: The source package, and where apt finds it (the same mirror host as the machine's own
-#: Debian sources).
+#: The source package, and its suite. The mirror comes from the machine's apt configuration.
 PACKAGE = "pytorch=2.6.0+dfsg-7"
-MIRROR = "http://deb.debian.org/debian"
 SUITE = "trixie"
+APT_ETC = Path("/etc/apt")
+#: Suite names of Debian's main archive (codenames and aliases); an apt source with one of
+#: them is a Debian mirror, which also serves trixie's sources.
+DEBIAN_SUITES = frozenset(
+    "buster bullseye bookworm trixie forky duke sid "
+    "oldoldstable oldstable stable testing unstable".split()
+)
 KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 
 #: The one file of the source package that is used, and what it must be.
@@ -69,6 +77,74 @@ def log(message: str) -> None:
     print(f"pytorch_source: {message}", file=sys.stderr, flush=True)
 
 
+def _one_line_sources(text: str) -> list[tuple[list[str], list[str]]]:
+    """The (URIs, suites) of each entry of a one-line ``sources.list`` text."""
+    entries = []
+    for line in text.splitlines():
+        words = line.split("#", 1)[0].split()
+        if not words or words[0] not in ("deb", "deb-src"):
+            continue
+        words = words[1:]
+        if words and words[0].startswith("["):
+            while words and not words[0].endswith("]"):
+                words = words[1:]
+            words = words[1:]
+        if len(words) >= 2:
+            entries.append(([words[0]], [words[1]]))
+    return entries
+
+
+def _deb822_sources(text: str) -> list[tuple[list[str], list[str]]]:
+    """The (URIs, suites) of each enabled stanza of a deb822 ``.sources`` text."""
+    entries = []
+    for stanza in re.split(r"\n[ \t]*\n", text):
+        fields: dict[str, str] = {}
+        key = None
+        for line in stanza.splitlines():
+            if line.startswith("#") or not line.strip():
+                continue
+            if line[0] in " \t" and key is not None:
+                fields[key] += " " + line.strip()
+                continue
+            key, _, value = line.partition(":")
+            key = key.strip().lower()
+            fields[key] = value.strip()
+        if fields.get("enabled", "yes").lower() == "no":
+            continue
+        if not {"deb", "deb-src"} & set(fields.get("types", "").split()):
+            continue
+        entries.append((fields.get("uris", "").split(), fields.get("suites", "").split()))
+    return entries
+
+
+def debian_mirror(apt_etc: Path = APT_ETC) -> str:
+    """The URI of the Debian archive in the apt configuration under ``apt_etc``.
+
+    Reads ``sources.list`` (one-line entries) and ``sources.list.d/*.list`` and ``*.sources``
+    (deb822 stanzas), in apt's order, and returns the first URI of the first enabled entry
+    whose suites include a Debian release (``DEBIAN_SUITES``): that mirror also serves
+    ``SUITE``'s sources. Raises ``SourceError`` when there is none.
+    """
+    files = [apt_etc / "sources.list"]
+    parts = apt_etc / "sources.list.d"
+    if parts.is_dir():
+        files += sorted(p for p in parts.iterdir() if p.suffix in (".list", ".sources"))
+    for path in files:
+        if not path.is_file():
+            continue
+        text = path.read_text(errors="replace")
+        parse = _deb822_sources if path.suffix == ".sources" else _one_line_sources
+        for uris, suites in parse(text):
+            if uris and DEBIAN_SUITES & set(suites):
+                return uris[0].rstrip("/")
+    raise SourceError(
+        f"no Debian archive in the apt configuration ({apt_etc}/sources.list, "
+        f"{apt_etc}/sources.list.d/*.list and *.sources): add the machine's Debian source "
+        f"(an entry for a Debian release such as {SUITE}) so that the source package can be "
+        "fetched"
+    )
+
+
 def apt_get(apt_dir: Path, source_option: str, *args: str, cwd: Path) -> None:
     """Run ``apt-get`` with the private configuration in ``apt_dir`` and a deb-src line.
 
@@ -77,7 +153,8 @@ def apt_get(apt_dir: Path, source_option: str, *args: str, cwd: Path) -> None:
     for sub in ("lists/partial", "cache/archives/partial"):
         (apt_dir / sub).mkdir(parents=True, exist_ok=True)
     sources = apt_dir / "sources.list"
-    sources.write_text(f"deb-src [{source_option}] {MIRROR} {SUITE} main\n")
+    mirror = debian_mirror()
+    sources.write_text(f"deb-src [{source_option}] {mirror} {SUITE} main\n")
     command = [
         "apt-get",
         "-q",
@@ -95,7 +172,7 @@ def apt_get(apt_dir: Path, source_option: str, *args: str, cwd: Path) -> None:
     if proc.returncode != 0:
         raise SourceError(
             f"`apt-get {' '.join(args)}` failed (exit {proc.returncode}). The Debian package "
-            f"registry ({MIRROR}, suite {SUITE}) must be reachable.\n{proc.stderr.strip()}"
+            f"mirror ({mirror}, suite {SUITE}) must be reachable.\n{proc.stderr.strip()}"
         )
 
 

@@ -26,8 +26,17 @@ def _files(paths: list[str]) -> list[Path]:
 
 def _run(path: Path, junit: Path) -> dict[str, int]:
     """Run one file; return its counts (a file that ran no test counts as an error)."""
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
-           f"--junitxml={junit}", str(path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-rs",
+        f"--junitxml={junit}",
+        str(path),
+    ]
     proc = subprocess.run(cmd, check=False)
     counts = {"passed": 0, "failed": 0, "skipped": 0, "errors": 0}
     if not junit.exists():
