@@ -33,14 +33,7 @@ CAMPAIGN_SEEDS = range(150)
 #: Seeds whose first finding is a class still open, with the issue item it belongs to: the
 #: campaign requires exactly that finding there (so a fix, or a new difference in front of
 #: it, shows), and nothing anywhere else.
-KNOWN_OPEN = {
-    # The state of an out= tensor after an operator that raises: CPU's structured kernel
-    # resizes it (its meta function) before its kernel refuses the dtype (abs of bool); the
-    # fallback's out= path runs the meta function on stand-ins only and refuses before the
-    # tensor is resized. The fix belongs in the bridge's fallback (resize out= tensors to the
-    # meta function's results before the kernel runs), not in the backend.
-    98: ("shape", "abs.out"),
-}
+KNOWN_OPEN: dict[int, tuple[str, str]] = {}
 
 # A worker's setup: npy with a wrong tanh and a sin that kills the process.
 PLANTED = '''

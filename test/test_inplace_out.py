@@ -1,6 +1,8 @@
 # Owner(s): ["module: PrivateUse1"]
 """In-place and out= overloads: the mutated tensor's payload is rebound (and resized)."""
 
+import warnings
+
 import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
@@ -111,6 +113,21 @@ class TestOutCasting(TestCase):
                     with self.assertRaisesRegex(RuntimeError, message):
                         fn(device, out)
                     self.assertEqual(out.cpu(), torch.zeros(2, 2, dtype=dtype))
+
+    def test_out_is_resized_before_the_kernel_refuses(self):
+        # CPU's structured kernels resize out= in their meta function, before the kernel
+        # refuses the dtype: the out= tensor is left resized (fuzz seed 98).
+        shapes = {}
+        for device in ("cpu", "npy"):
+            x = torch.tensor([True, False], device=device)
+            out = torch.empty(5, dtype=torch.bool, device=device)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # "An output ... was resized"
+                with self.assertRaisesRegex(NotImplementedError, "abs"):
+                    torch.abs(x, out=out)
+            shapes[device] = out.shape
+        self.assertEqual(shapes["npy"], shapes["cpu"])
+        self.assertEqual(shapes["npy"], torch.Size([2]))
 
     def test_reductions_compute_in_the_out_dtype(self):
         x = torch.tensor([1.5, 1.5, 1.25], dtype=torch.float64)

@@ -640,6 +640,31 @@ std::optional<torch::jit::Stack> runMeta(
                               : std::make_optional(std::move(stack));
 }
 
+// CPU's structured kernels resize their out= tensors (in the meta function)
+// before the kernel runs, so an error the kernel then raises leaves them
+// resized: the same with the meta function's results, before a payload
+// kernel runs. out= tensors are the returns, in order.
+void resizeOutputs(
+    const c10::FunctionSchema& schema,
+    c10::ArrayRef<c10::IValue> inputs,
+    const torch::jit::Stack& meta) {
+  size_t j = 0;
+  for (size_t i = 0; i < inputs.size() && j < meta.size(); ++i) {
+    if (!schema.arguments()[i].is_out()) {
+      continue;
+    }
+    const auto& result = meta[j++];
+    if (!inputs[i].isTensor() || !result.isTensor()) {
+      continue;
+    }
+    auto out = inputs[i].toTensor();
+    const auto& sizes = result.toTensor().sizes();
+    if (out.defined() && out.sizes() != sizes) {
+      out.resize_(sizes);
+    }
+  }
+}
+
 // What CPU does where the written tensor (argument `i`) and the input `k`
 // share some elements.
 enum class Overlap : uint8_t {
@@ -858,6 +883,9 @@ class PythonKernel final : public c10::OperatorKernel {
     std::optional<torch::jit::Stack> meta;
     if (has_out_ || checking()) {
       meta = runMeta(op_, inputs);
+      if (has_out_ && meta) {
+        resizeOutputs(op_.schema(), inputs, *meta);
+      }
     }
     Call call;
     c10::SmallVector<py::object, 8> args;
@@ -1883,7 +1911,9 @@ void fallbackKernel(
         checkNoPartialOverlap(op, inputs, i);
       }
     }
-    runMeta(op, inputs);
+    if (const auto meta = runMeta(op, inputs)) {
+      resizeOutputs(schema, inputs, *meta);
+    }
   }
   for (size_t i = 0; i < n; ++i) {
     const auto& a = schema.arguments()[i];

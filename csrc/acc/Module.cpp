@@ -411,7 +411,7 @@ void initBindings(PyObject* module) {
             c10::IntArrayRef(sizes),
             ", strides ",
             c10::IntArrayRef(strides));
-        slot.bind(payload, sizes, strides);
+        slot.bind(payload, sizes, strides, tensor.scalar_type());
       },
       py::arg("tensor"),
       py::arg("payload"),
