@@ -81,7 +81,13 @@ def register(
         _devices[device] = host_view
     if transport is not None:
         _transports[device] = transport
-    dist.Backend.register_backend(BACKEND, _create, devices=["cpu", *_devices])
+    if BACKEND.upper() in dist.Backend._plugins:
+        # torch 2.6 asserts on a second register_backend; a later device only joins the tables
+        # the first registration made.
+        dist.Backend.backend_capability[BACKEND] = ["cpu", *_devices]
+        dist.Backend.default_device_backend_map.setdefault(device, BACKEND)
+    else:
+        dist.Backend.register_backend(BACKEND, _create, devices=["cpu", *_devices])
     if _functional_lib is None:
         _functional_lib = _register_functional_kernels()
     return BACKEND
