@@ -599,8 +599,16 @@ class Patch:
 ACC_PARTS = [
     ("PythonMethods.h", "Shutdown.cpp", "Shutdown.h"),
     ("DeviceGuard.cpp", "DeviceGuard.h"),
-    ("Generator.cpp", "Generator.h", "Hooks.cpp", "Hooks.h"),
-    ("EmptyTensor.cpp", "EmptyTensor.h", "PayloadTensor.cpp", "PayloadTensor.h"),
+    (
+        "Generator.cpp",
+        "Generator.h",
+        "Hooks.cpp",
+        "Hooks.h",
+        "EmptyTensor.cpp",
+        "EmptyTensor.h",
+        "PayloadTensor.cpp",
+        "PayloadTensor.h",
+    ),
     ("Bridge.cpp", "Bridge.h"),
     ("Autocast.cpp", "Autocast.h"),
 ]
@@ -719,24 +727,18 @@ The guard is registered from Python by torch._C._acc (a later patch).
         "tests added later in the series (patches/README.md lists which).",
     ),
     Patch(
-        "[acc] Add PrivateUse1 hooks and generators that forward to Python",
+        "[acc] Add PrivateUse1 hooks, generators and payload tensors",
         """
 torch::acc::Hooks is an at::PrivateUse1HooksInterface whose methods call a Python object's:
 availability, primary context, init, pinned host memory (pointers the backend hands out) and
-memory figures (zeros by default). Device queries go to the device guard (previous patch).
+memory figures (the backend's own, else those of its payloads). Device queries go to the
+device guard (previous patch).
 
 Generators: the hooks may return a Python generator object per device; C++ holds it as a
 real at::Generator (torch.Generator(device=...), manual_seed, get/set_rng_state), registered
 through ATen/core/GeneratorForPrivateuseone.h on this release, and random operators hand it
 to their kernels.
-""",
-        acc_files(*ACC_PARTS[2]),
-        "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
-        "tests added later in the series (patches/README.md lists which).",
-    ),
-    Patch(
-        "[acc] Add payload tensors: storage-less tensors holding a Python object",
-        """
+
 A Python backend keeps its device data in Python objects (a NumPy array, a handle). Payload
 tensors are PrivateUse1 tensors without storage whose device data is such an object, shared
 with their views and detached copies and released with the GIL (safely at interpreter
@@ -744,9 +746,11 @@ shutdown). data_ptr() and untyped_storage() raise an error that names the device
 .cpu(); an allocator registered for PrivateUse1 refuses storage bytes with the same error
 instead of a null dereference. storage_token/set_storage_token/payload_nbytes let meta
 conversion describe their data (a later patch). EmptyTensor builds empty payload tensors
-(empty/empty_strided), checking the device index against the guard.
+(empty/empty_strided), checking the device index against the guard. Hooks and payload
+tensors are one patch: the hooks' memory figures count the payloads, and emptying the cache
+asks the hooks.
 """,
-        acc_files(*ACC_PARTS[3]),
+        acc_files(*ACC_PARTS[2]),
         "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
         "tests added later in the series (patches/README.md lists which).",
     ),
@@ -761,7 +765,7 @@ set_fallback(fn) routes operators without a kernel to Python (torch._decomp, the
 naming the operator). One file: the argument conversion, the result handling and the views
 belong together.
 """,
-        acc_files(*ACC_PARTS[4]),
+        acc_files(*ACC_PARTS[3]),
         "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
         "tests added later in the series (patches/README.md lists which).",
     ),
@@ -771,7 +775,7 @@ belong together.
 register_autocast_kernels() gives PrivateUse1 autocast the operator lists and cast policies of
 CPU autocast, so torch.autocast(device_type=<Python backend>) casts as on the CPU.
 """,
-        acc_files(*ACC_PARTS[5]),
+        acc_files(*ACC_PARTS[4]),
         "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
         "tests added later in the series (patches/README.md lists which).",
     ),
