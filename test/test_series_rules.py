@@ -287,6 +287,33 @@ def setup():
             self._resolve("exec(compile('1', 'f', 'eval'))\n")
 
 
+class TestImports(TestCase):
+    def test_mentions_in_text_take_their_in_tree_home(self):
+        text = (
+            'msg = "use torch_acc.library.declare_fork_safe or torch_acc.distributed.BACKEND"\n'
+            'script = """\n'
+            "import torch_acc\n"
+            "from torch_acc.backends.numpy import _shared\n"
+            '"""\n'
+        )
+        out = series_rules.rewrite_imports(text, "t.py")
+        self.assertIn("torch.utils._acc.library.declare_fork_safe", out)
+        self.assertIn("torch.utils._acc.distributed.BACKEND", out)
+        self.assertIn("from torch.testing._internal.acc_numpy_backend import _shared", out)
+        self.assertNotIn("import torch_acc\n", out)
+
+    def test_a_name_without_a_home_is_an_error(self):
+        with self.assertRaisesRegex(ValueError, r"t\.py:1: standalone reference left in-tree"):
+            series_rules.rewrite_imports("import torch_acc\nx = torch_acc.wrap(a)\n", "t.py")
+
+
+class TestEveryFileDecided(TestCase):
+    def test_every_file_is_carried_or_excluded(self):
+        import gen_series
+
+        gen_series.check_every_file_decided()
+
+
 class TestPatchSize(TestCase):
     def test_oversized_patch_is_an_error(self):
         numstat = "900\t0\ttorch/utils/a.py\n700\t10\ttorch/utils/b.py\n"

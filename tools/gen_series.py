@@ -13,6 +13,7 @@ Usage::
 
 import argparse
 import ast
+import fnmatch
 import os
 import shutil
 import subprocess
@@ -387,7 +388,14 @@ def python_files(*srcs: str) -> Callable[[Path], None]:
 
 def check_python_files_carried() -> None:
     """Every carried Python file (``series_rules.FILES``) is in exactly one patch."""
-    carried = sorted([*LIBRARY_FILES, *SETUP_FILES, *(f for group in NUMPY_GROUPS for f in group)])
+    carried = sorted(
+        [
+            *LIBRARY_FILES,
+            *DISTRIBUTED_FILES,
+            *SETUP_FILES,
+            *(f for group in NUMPY_GROUPS for f in group),
+        ]
+    )
     expected = sorted(f for f in series_rules.FILES if f.endswith(".py"))
     if carried != expected:
         raise RuntimeError(
@@ -396,9 +404,10 @@ def check_python_files_carried() -> None:
         )
 
 
-def _source_change(module: str) -> dict:
-    """The entry of ``SOURCE_CHANGES`` in ``torch_acc/_patches.py`` for ``module``, with the
-    source of its helper function (renamed ``_<helper>``, imports rewritten)."""
+def _source_changes(module: str, functions: tuple[str, ...]) -> list[dict]:
+    """The entries of ``SOURCE_CHANGES`` in ``torch_acc/_patches.py`` for the ``functions`` of
+    ``module`` (all of its entries when none is named), each with the source of its helper
+    function (renamed ``_<helper>``, imports rewritten)."""
     src = "torch_acc/_patches.py"
     text = (ROOT / src).read_text()
     tree = ast.parse(text)
@@ -407,18 +416,28 @@ def _source_change(module: str) -> dict:
         for node in tree.body
         if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "SOURCE_CHANGES"
     )
-    change = next(c for c in changes if c["module"] == module)
-    if "helper" not in change:
-        return change
-    helper = next(
-        node
-        for node in tree.body
-        if isinstance(node, ast.FunctionDef) and node.name == change["helper"]
-    )
-    source = ast.get_source_segment(text, helper).replace(
-        f"def {change['helper']}(", f"def _{change['helper']}(", 1
-    )
-    return {**change, "helper_source": series_rules.rewrite_imports(source, src)}
+    selected = [
+        c
+        for c in changes
+        if c["module"] == module and (not functions or c["function"] in functions)
+    ]
+    if not selected or (functions and len(selected) != len(functions)):
+        raise RuntimeError(f"{src}: SOURCE_CHANGES has no entry for {module} {functions}")
+    out = []
+    for change in selected:
+        if "helper" not in change:
+            out.append(change)
+            continue
+        helper = next(
+            node
+            for node in tree.body
+            if isinstance(node, ast.FunctionDef) and node.name == change["helper"]
+        )
+        source = ast.get_source_segment(text, helper).replace(
+            f"def {change['helper']}(", f"def _{change['helper']}(", 1
+        )
+        out.append({**change, "helper_source": series_rules.rewrite_imports(source, src)})
+    return out
 
 
 def _function_span(text: str, qualname: str, where: str) -> tuple[int, int]:
@@ -436,25 +455,49 @@ def _function_span(text: str, qualname: str, where: str) -> tuple[int, int]:
     return node.lineno - 1, node.end_lineno
 
 
-def source_change(module: str) -> Callable[[Path], None]:
-    """Rule 6: the change ``torch_acc/_patches.py`` makes to ``module`` at run time, made in
-    the source: each line replaced within its function, the helper appended to the module."""
+def source_change(module: str, *functions: str) -> Callable[[Path], None]:
+    """Rule 6: the changes ``torch_acc/_patches.py`` makes to ``functions`` of ``module`` (all
+    of the module's when none is named) at run time, made in the source: each line replaced
+    within its function, each helper appended to the module."""
 
     def apply(tree: Path) -> None:
-        change = _source_change(module)
         path = module.replace(".", "/") + ".py"
         target = tree / path
-        lines = target.read_text().splitlines(keepends=True)
-        start, end = _function_span("".join(lines), change["function"], path)
-        function = "".join(lines[start:end])
-        for old, new in change["lines"]:
-            function = replace_once(function, old, new, f"{path}:{change['function']}")
-        text = "".join(lines[:start]) + function + "".join(lines[end:])
-        if "helper_source" in change:
-            text = text.rstrip("\n") + "\n\n\n" + change["helper_source"] + "\n"
-        target.write_text(text)
+        for change in _source_changes(module, functions):
+            lines = target.read_text().splitlines(keepends=True)
+            start, end = _function_span("".join(lines), change["function"], path)
+            function = "".join(lines[start:end])
+            for old, new in change["lines"]:
+                function = replace_once(function, old, new, f"{path}:{change['function']}")
+            text = "".join(lines[:start]) + function + "".join(lines[end:])
+            if "helper_source" in change:
+                text = text.rstrip("\n") + "\n\n\n" + change["helper_source"] + "\n"
+            target.write_text(text)
 
+    apply.source_change = (module, functions)
     return apply
+
+
+def check_source_changes_carried() -> None:
+    """Every entry of ``SOURCE_CHANGES`` (rule 6) is made by exactly one patch."""
+    tree = ast.parse((ROOT / "torch_acc/_patches.py").read_text())
+    changes = next(
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "SOURCE_CHANGES"
+    )
+    expected = sorted((c["module"], c["function"]) for c in changes)
+    carried = sorted(
+        (c["module"], c["function"])
+        for patch in PATCHES
+        if hasattr(patch.apply, "source_change")
+        for c in _source_changes(*patch.apply.source_change)
+    )
+    if carried != expected:
+        raise RuntimeError(
+            f"the series makes the source changes {carried}, but torch_acc/_patches.py's "
+            f"SOURCE_CHANGES has {expected} (tools/gen_series.py: PATCHES)"
+        )
 
 
 _RUN_TEST_ANCHOR = '    "test_cpp_extensions_open_device_registration",\n'
@@ -510,6 +553,29 @@ def check_tests_carried() -> None:
         )
 
 
+def check_every_file_decided() -> None:
+    """Rule 11: every Python file of the package and every test file is carried by a rule or
+    excluded by ``series_rules.STANDALONE_FILES``, not both."""
+    carried = set(series_rules.FILES) | {
+        "torch_acc/backend_registration.py",
+        *(f"test/test_{f}.py" for f in series_rules.TESTS),
+    }
+    files = sorted(
+        p.relative_to(ROOT).as_posix()
+        for p in [*(ROOT / "torch_acc").rglob("*.py"), *(ROOT / "test").glob("test_*.py")]
+    )
+    problems = []
+    for f in files:
+        excluded = any(fnmatch.fnmatch(f, pattern) for pattern in series_rules.STANDALONE_FILES)
+        if excluded == (f in carried):
+            problems.append(f"{f} ({'both carried and excluded' if excluded else 'undecided'})")
+    if problems:
+        raise RuntimeError(
+            f"files neither carried nor excluded, or both: {', '.join(problems)} "
+            "(tools/series_rules.py: FILES, TESTS, STANDALONE_FILES)"
+        )
+
+
 def _test_plan(features) -> str:
     return "\n".join(f"    python test/{series_rules.TEST_PREFIX}{f}.py" for f in features)
 
@@ -533,34 +599,64 @@ class Patch:
 ACC_PARTS = [
     ("PythonMethods.h", "Shutdown.cpp", "Shutdown.h"),
     ("DeviceGuard.cpp", "DeviceGuard.h"),
-    ("Generator.cpp", "Generator.h", "Hooks.cpp", "Hooks.h"),
-    ("EmptyTensor.cpp", "EmptyTensor.h", "PayloadTensor.cpp", "PayloadTensor.h"),
+    (
+        "Generator.cpp",
+        "Generator.h",
+        "Hooks.cpp",
+        "Hooks.h",
+        "EmptyTensor.cpp",
+        "EmptyTensor.h",
+        "PayloadTensor.cpp",
+        "PayloadTensor.h",
+    ),
     ("Bridge.cpp", "Bridge.h"),
     ("Autocast.cpp", "Autocast.h"),
 ]
 #: The Python files of each Python patch (backend_registration.py is merged, rule 5).
-LIBRARY_FILES = ("torch_acc/library.py",)
+LIBRARY_FILES = ("torch_acc/library.py", "torch_acc/_ipc.py")
+DISTRIBUTED_FILES = ("torch_acc/payload.py", "torch_acc/distributed.py")
 SETUP_FILES = (
     "torch_acc/_autocast.py",
     "torch_acc/_fallback.py",
-    "torch_acc/payload.py",
     "torch_acc/registry.py",
 )
 NUMPY_GROUPS = tuple(
     tuple(f"torch_acc/backends/numpy/{name}" for name in group)
     for group in [
-        ("_common.py", "_pointwise.py"),
+        ("_common.py", "_shared.py"),
+        ("_pointwise.py",),
         ("_reduce.py", "_shape.py"),
         ("_index.py", "_random.py", "_foreach.py"),
-        ("_nn.py", "_attention.py"),
-        ("_linalg.py", "_fft.py", "_rnn.py", "_training.py", "__init__.py"),
+        ("_nn.py",),
+        ("_attention.py", "_linalg.py", "_fft.py", "_rnn.py", "_training.py", "__init__.py"),
     ]
+)
+#: The subject's title and the summary's description of each part of ``NUMPY_GROUPS``.
+NUMPY_PARTS = (
+    (
+        "helpers, shared memory",
+        "its common helpers (dtype and device handling, payload conversion) and the\n"
+        "shared-memory arrays its IPC functions hand to other processes",
+    ),
+    ("pointwise ops", "pointwise operators"),
+    ("reductions, shapes", "reductions and shape operators"),
+    (
+        "indexing, rng, foreach",
+        "indexing, random numbers (a Python generator object per\ndevice) and foreach operators",
+    ),
+    ("nn ops", "neural-network operators"),
+    (
+        "attention, linalg, fft, setup",
+        "attention, linear algebra, FFT, RNN cells, optimizer steps, and the\n"
+        "package itself (setup(), the kernel table)",
+    ),
 )
 #: The tests of each test patch (rule 4).
 TEST_GROUPS = [
     ("device", "guard", "hooks", "streams_events", "accelerator", "current_accelerator", "pinned"),
     ("payload", "bridge", "views", "inplace_out", "decompositions", "mixed_device_errors", "fake"),
     ("rng", "autocast", "serialization", "compile", "subclass_backend", "registration_errors"),
+    ("overlap", "exit", "fork"),
 ]
 
 
@@ -631,24 +727,18 @@ The guard is registered from Python by torch._C._acc (a later patch).
         "tests added later in the series (patches/README.md lists which).",
     ),
     Patch(
-        "[acc] Add PrivateUse1 hooks and generators that forward to Python",
+        "[acc] Add PrivateUse1 hooks, generators and payload tensors",
         """
 torch::acc::Hooks is an at::PrivateUse1HooksInterface whose methods call a Python object's:
 availability, primary context, init, pinned host memory (pointers the backend hands out) and
-memory figures (zeros by default). Device queries go to the device guard (previous patch).
+memory figures (the backend's own, else those of its payloads). Device queries go to the
+device guard (previous patch).
 
 Generators: the hooks may return a Python generator object per device; C++ holds it as a
 real at::Generator (torch.Generator(device=...), manual_seed, get/set_rng_state), registered
 through ATen/core/GeneratorForPrivateuseone.h on this release, and random operators hand it
 to their kernels.
-""",
-        acc_files(*ACC_PARTS[2]),
-        "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
-        "tests added later in the series (patches/README.md lists which).",
-    ),
-    Patch(
-        "[acc] Add payload tensors: storage-less tensors holding a Python object",
-        """
+
 A Python backend keeps its device data in Python objects (a NumPy array, a handle). Payload
 tensors are PrivateUse1 tensors without storage whose device data is such an object, shared
 with their views and detached copies and released with the GIL (safely at interpreter
@@ -656,9 +746,11 @@ shutdown). data_ptr() and untyped_storage() raise an error that names the device
 .cpu(); an allocator registered for PrivateUse1 refuses storage bytes with the same error
 instead of a null dereference. storage_token/set_storage_token/payload_nbytes let meta
 conversion describe their data (a later patch). EmptyTensor builds empty payload tensors
-(empty/empty_strided), checking the device index against the guard.
+(empty/empty_strided), checking the device index against the guard. Hooks and payload
+tensors are one patch: the hooks' memory figures count the payloads, and emptying the cache
+asks the hooks.
 """,
-        acc_files(*ACC_PARTS[3]),
+        acc_files(*ACC_PARTS[2]),
         "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
         "tests added later in the series (patches/README.md lists which).",
     ),
@@ -673,7 +765,7 @@ set_fallback(fn) routes operators without a kernel to Python (torch._decomp, the
 naming the operator). One file: the argument conversion, the result handling and the views
 belong together.
 """,
-        acc_files(*ACC_PARTS[4]),
+        acc_files(*ACC_PARTS[3]),
         "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
         "tests added later in the series (patches/README.md lists which).",
     ),
@@ -683,7 +775,7 @@ belong together.
 register_autocast_kernels() gives PrivateUse1 autocast the operator lists and cast policies of
 CPU autocast, so torch.autocast(device_type=<Python backend>) casts as on the CPU.
 """,
-        acc_files(*ACC_PARTS[5]),
+        acc_files(*ACC_PARTS[4]),
         "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
         "tests added later in the series (patches/README.md lists which).",
     ),
@@ -741,6 +833,25 @@ for backend authors.
         python_files(*LIBRARY_FILES),
         "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
         "tests added later in the series (patches/README.md lists which).",
+    ),
+    Patch(
+        "[utils] Add a c10d backend for the devices of Python backends",
+        """
+torch/utils/_acc/distributed.py: torch.distributed on a Python backend's device. Gloo does
+not accept PrivateUse1 tensors; this ProcessGroup stages the device's tensors through host
+memory (or uses their memory in place, through the backend's host_view), runs each
+collective with gloo and writes the results back in place, dtype, shape and strides
+unchanged. Every c10d collective works, synchronous or async, and so do batch_isend_irecv,
+coalescing, functional collectives, DTensor and torch.distributed.checkpoint; ranks compare
+what they pass first, so a mismatch is an error naming the collective on every rank, and a
+dead peer or timeout raises gloo's error, never a hang. DistributedDataParallel runs with its
+Python reducer (data_parallel). register() makes the backend known as "acc" for a device; the
+next patch's setup_privateuseone_for_python_backend calls it. Also the payload helpers
+(torch/utils/_acc/payload.py) it reads device data with.
+""",
+        python_files(*DISTRIBUTED_FILES),
+        "Compile-checked (tools/check_series.py, this prefix of the series). Multi-process\n"
+        "tests of it stay in the standalone package (patches/README.md says why).",
     ),
     Patch(
         "[utils] Add setup_privateuseone_for_python_backend to backend_registration",
@@ -820,8 +931,45 @@ A Python backend may save its payloads in a format of its own instead
 reduces such a tensor to the backend's rebuild function and the state its serialize
 function returns, and None for every other tensor, which is saved as before.
 """,
-        source_change("torch._tensor"),
+        source_change("torch._tensor", "Tensor._reduce_ex_internal"),
         f"    python test/{series_rules.TEST_PREFIX}serialization.py",
+    ),
+    Patch(
+        "[_utils] Restore the tensors torch.load maps to a Python backend's device",
+        """
+torch.load restores each storage to the device it was saved on, or the one map_location
+names. A Python backend's tensors have no storage to restore to: its storages stay on the CPU,
+marked with the device, and _rebuild_tensor now hands each tensor rebuilt on such a storage to
+_restore_tensor, which moves it to the device (torch.utils._acc.library.restore_tensor), the
+tensors of one storage sharing one payload there. Every other tensor is returned as before.
+""",
+        source_change("torch._utils"),
+        f"    python test/{series_rules.TEST_PREFIX}serialization.py",
+    ),
+    Patch(
+        "[_tensor] Share the memory of storage-less tensors through their backend",
+        """
+Tensor.share_memory_ and Tensor.is_shared went through the tensor's storage, which the
+payload tensors of Python backends do not have. They now ask the new helpers first:
+_share_payload_memory moves a payload tensor's payload into memory other processes can open
+when its backend provides IPC functions (torch.utils._acc.library.impl_ipc), else does
+nothing, as for CUDA; _payload_is_shared says whether it lies there. Tensors with a storage
+are handled as before.
+""",
+        source_change("torch._tensor", "Tensor.share_memory_", "Tensor.is_shared"),
+        f"    python test/{series_rules.TEST_PREFIX}fork.py",
+    ),
+    Patch(
+        "[inductor] Refuse graphs on a Python backend's device before compiling them",
+        """
+Inductor makes tensors of its own on a graph's device (the pattern matcher's examples) before
+any lowering could refuse a device it cannot generate code for. For a Python backend
+(torch._C._acc.is_python_backend()) those tensors are made by Python kernels that inductor
+then cannot use: compile_fx now refuses a graph with inputs, parameters or buffers on that
+device first, with an error naming the compile backends that work (eager, aot_eager).
+""",
+        source_change("torch._inductor.compile_fx"),
+        f"    python test/{series_rules.TEST_PREFIX}compile.py",
     ),
     Patch(
         "[amp] Let torch.autocast default to the current accelerator",
@@ -853,66 +1001,28 @@ a quarter less time.
         source_change("torch.autograd.graph"),
         f"    python test/{series_rules.TEST_PREFIX}guard.py",
     ),
-    Patch(
-        "[testing] Add a NumPy reference backend (1/5): helpers, pointwise ops",
-        """
+    *(
+        Patch(
+            f"[testing] Add a NumPy reference backend ({n}/{len(NUMPY_GROUPS)}): {title}",
+            f"""
 torch/testing/_internal/acc_numpy_backend: a reference backend for the tests of Python-defined
 PrivateUse1 backends, NumPy arrays as device data, kernels registered with
-torch.utils._acc.library. Part 1 of 5: its common helpers (dtype and device handling, payload
-conversion) and pointwise operators.
-The package imports nothing of it until its last part adds __init__.py.
-""",
-        python_files(*NUMPY_GROUPS[0]),
-        "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
-        "tests added later in the series (patches/README.md lists which).",
-    ),
-    Patch(
-        "[testing] Add a NumPy reference backend (2/5): reductions, shapes",
-        """
-torch/testing/_internal/acc_numpy_backend: a reference backend for the tests of Python-defined
-PrivateUse1 backends, NumPy arrays as device data, kernels registered with
-torch.utils._acc.library. Part 2 of 5: reductions and shape operators.
-The package imports nothing of it until its last part adds __init__.py.
-""",
-        python_files(*NUMPY_GROUPS[1]),
-        "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
-        "tests added later in the series (patches/README.md lists which).",
-    ),
-    Patch(
-        "[testing] Add a NumPy reference backend (3/5): indexing, rng, foreach",
-        """
-torch/testing/_internal/acc_numpy_backend: a reference backend for the tests of Python-defined
-PrivateUse1 backends, NumPy arrays as device data, kernels registered with
-torch.utils._acc.library. Part 3 of 5: indexing, random numbers (a Python generator object per
-device) and foreach operators.
-The package imports nothing of it until its last part adds __init__.py.
-""",
-        python_files(*NUMPY_GROUPS[2]),
-        "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
-        "tests added later in the series (patches/README.md lists which).",
-    ),
-    Patch(
-        "[testing] Add a NumPy reference backend (4/5): nn ops, attention",
-        """
-torch/testing/_internal/acc_numpy_backend: a reference backend for the tests of Python-defined
-PrivateUse1 backends, NumPy arrays as device data, kernels registered with
-torch.utils._acc.library. Part 4 of 5: neural-network operators and attention.
-The package imports nothing of it until its last part adds __init__.py.
-""",
-        python_files(*NUMPY_GROUPS[3]),
-        "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
-        "tests added later in the series (patches/README.md lists which).",
-    ),
-    Patch(
-        "[testing] Add a NumPy reference backend (5/5): linalg, fft, setup",
-        """
-torch/testing/_internal/acc_numpy_backend: a reference backend for the tests of Python-defined
-PrivateUse1 backends, NumPy arrays as device data, kernels registered with
-torch.utils._acc.library. Part 5 of 5: linear algebra, FFT, RNN cells, optimizer steps, and the
-package itself (setup(), the kernel table).
-""",
-        python_files(*NUMPY_GROUPS[4]),
-        '    python -c "from torch.testing._internal import acc_numpy_backend as b; b.setup()"',
+torch.utils._acc.library. Part {n} of {len(NUMPY_GROUPS)}: {part}.
+"""
+            + (
+                "The package imports nothing of it until its last part adds __init__.py.\n"
+                if n < len(NUMPY_GROUPS)
+                else ""
+            ),
+            python_files(*group),
+            '    python -c "from torch.testing._internal import acc_numpy_backend as b; b.setup()"'
+            if n == len(NUMPY_GROUPS)
+            else "Compile-checked (tools/check_series.py, this prefix of the series); exercised "
+            "by the\ntests added later in the series (patches/README.md lists which).",
+        )
+        for n, group, (title, part) in zip(
+            range(1, len(NUMPY_GROUPS) + 1), NUMPY_GROUPS, NUMPY_PARTS, strict=True
+        )
     ),
     Patch(
         "[test] Test Python backends: device, guard, hooks, accelerator",
@@ -951,6 +1061,17 @@ sets up a backend for its whole process, so each runs in its own process.
         tests(*TEST_GROUPS[2]),
         _test_plan(TEST_GROUPS[2]),
     ),
+    Patch(
+        "[test] Test Python backends: overlap, exit, fork",
+        """
+Tests of Python-defined PrivateUse1 backends, on the NumPy reference backend: host work
+overlapping the device's, interpreter exit with device work and threads alive, and fork
+(a forked child that touches the backend is an error naming it, never a hang). Each file
+sets up a backend for its whole process, so each runs in its own process.
+""",
+        tests(*TEST_GROUPS[3]),
+        _test_plan(TEST_GROUPS[3]),
+    ),
 ]
 
 
@@ -960,6 +1081,8 @@ def generate(out: Path, tree: Path | None = None) -> Path:
     check_acc_files_carried()
     check_python_files_carried()
     check_tests_carried()
+    check_source_changes_carried()
+    check_every_file_decided()
     base = ensure_base(ROOT / ".cache")
     work = Path(tempfile.mkdtemp(prefix="acc-series-")) if tree is None else tree
     if work.exists():

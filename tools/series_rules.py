@@ -23,6 +23,8 @@ MODULES = {
     "torch_acc._autocast": "torch.utils._acc.autocast",
     "torch_acc.backend_registration": "torch.utils.backend_registration",
     "torch_acc._fallback": "torch.utils._acc.fallback",
+    "torch_acc._ipc": "torch.utils._acc.ipc",
+    "torch_acc.distributed": "torch.utils._acc.distributed",
     "torch_acc.library": "torch.utils._acc.library",
     "torch_acc.payload": "torch.utils._acc.payload",
     "torch_acc.registry": "torch.utils._acc.registry",
@@ -32,6 +34,9 @@ MODULES = {
     "torch_acc.PrivateUse1Hooks": "torch._C._acc.PrivateUse1Hooks",
     "torch_acc.current_accelerator": "torch.accelerator.current_accelerator",
     "torch_acc.register_backend": "torch.utils.register_backend",
+    "torch_acc.setup_privateuseone_for_python_backend": (
+        "torch.utils.backend_registration.setup_privateuseone_for_python_backend"
+    ),
     "torch_acc.set_current_accelerator": "torch.accelerator.set_current_accelerator",
 }
 
@@ -42,6 +47,8 @@ MODULES = {
 FILES = {
     "torch_acc/_autocast.py": "torch/utils/_acc/autocast.py",
     "torch_acc/_fallback.py": "torch/utils/_acc/fallback.py",
+    "torch_acc/_ipc.py": "torch/utils/_acc/ipc.py",
+    "torch_acc/distributed.py": "torch/utils/_acc/distributed.py",
     "torch_acc/library.py": "torch/utils/_acc/library.py",
     "torch_acc/payload.py": "torch/utils/_acc/payload.py",
     "torch_acc/registry.py": "torch/utils/_acc/registry.py",
@@ -90,6 +97,9 @@ TESTS = [
     "serialization",
     "streams_events",
     "compile",
+    "overlap",
+    "exit",
+    "fork",
 ]
 TEST_PREFIX = "test_privateuseone_python_backend_"
 
@@ -97,6 +107,41 @@ TEST_PREFIX = "test_privateuseone_python_backend_"
 #: CMake globs them (``c10/test/CMakeLists.txt`` builds every ``*_test.cpp``).
 CPP_TESTS = {
     "test/cpp/NoOpDeviceGuardImpl_test.cpp": "c10/test/core/impl/NoOpDeviceGuardImpl_test.cpp",
+}
+
+#: Rule 11 (standalone only): the files of the package and its tests that the series does not
+#: carry, each pattern (``fnmatch``) with the reason. Every Python file under ``torch_acc/`` and
+#: every ``test/test_*.py`` is carried by a rule above or listed here; anything else is a
+#: generation error, so nothing is left out silently.
+STANDALONE_FILES = {
+    "torch_acc/__init__.py": "the package's public names: in-tree they are torch.accelerator's, "
+    "torch.utils' and backend_registration's (rule 2)",
+    "torch_acc/_compat.py": "version switches, resolved for the base (rule 9)",
+    "torch_acc/_patches.py": "run-time patches, source edits in-tree (rule 6)",
+    "torch_acc/backends/__init__.py": "the package's callable list of its optional backends",
+    "torch_acc/backends/jax/*": "an optional backend on JAX, which PyTorch does not depend on",
+    "torch_acc/backends/reference.py": "a second example backend for the standalone registry",
+    "torch_acc/demo.py": "the package's demo script",
+    "torch_acc/testing/*": "backend-author tools shipped with the package (fuzzer, opcheck)",
+    "test/test_jax_*.py": "tests of the JAX backend",
+    "test/test_autoload.py": "installs entry-point packages, a standalone concern",
+    "test/test_demo.py": "tests the demo script",
+    "test/test_fuzz.py": "tests the fuzzer of torch_acc.testing",
+    "test/test_opcheck.py": "tests opcheck of torch_acc.testing",
+    "test/test_registry.py": "the registry on stock wheels (one backend bound per process); "
+    "in-tree test_current_accelerator covers the registry",
+    "test/test_numpy_*.py": "breadth tests of the NumPy backend itself (OpInfo pass lists, "
+    "models), too slow for PyTorch's CI",
+    "test/test_guard_answers.py": "checks against careless guards, standalone hardening tests",
+    "test/test_kernel_contract.py": "checks against careless kernels, standalone hardening tests",
+    "test/test_payload_functions.py": "checks against careless payload functions, standalone "
+    "hardening tests",
+    "test/test_distributed.py": "spawns multi-process gloo groups per test (minutes); the c10d "
+    "backend's in-tree tests belong with test/distributed",
+    "test/test_memory_stats.py": "uses the package's torch_acc.wrap, which has no in-tree home, "
+    "and the accelerator memory API the base lacks",
+    "test/test_multiprocessing.py": "uses the package's torch_acc.wrap, which has no in-tree home",
+    "test/test_series_rules.py": "tests these rules",
 }
 
 #: Tests that PYTORCH_TEST_WITH_DYNAMO=1 cannot run, as ``test/dynamo_skips/<Class>.<test>``
@@ -127,13 +172,38 @@ def _package_of(module: str) -> str | None:
     return next((p for p in packages if module.startswith(p + ".")), None)
 
 
+#: A dotted name in the package, as messages and docstrings mention it
+#: (``torch_acc.library.declare_fork_safe``).
+_MENTION = re.compile(r"\btorch_acc(?:\.\w+)+")
+
+
+_BARE_IMPORT = re.compile(r"^[ \t]*import torch_acc\n", re.MULTILINE)
+
+
+def _in_tree_mention(dotted: str) -> str:
+    """Rule 2 for a dotted name that text mentions: its longest prefix with an in-tree home
+    (``MODULES``, or a carried package) takes that home; a name without one is kept, for the
+    check below to report."""
+    parts = dotted.split(".")
+    for n in range(len(parts), 1, -1):
+        prefix, rest = ".".join(parts[:n]), parts[n:]
+        home = MODULES.get(prefix)
+        if home is None and (package := _package_of(prefix)) is not None:
+            home = MODULES[package] + prefix[len(package) :]
+        if home is not None:
+            return ".".join([home, *rest])
+    return dotted
+
+
 def rewrite_imports(text: str, path: str) -> str:
     """Rule 2 applied to a Python file: every ``from torch_acc... import x`` is rewritten.
 
     ``from torch_acc import _C`` becomes ``from torch._C import _acc as _C``;
     ``from torch_acc.backend_registration import f`` becomes
-    ``from torch.utils.backend_registration import f``. Any other mention of the package in
-    code is an error, so nothing standalone can leak into the series unnoticed.
+    ``from torch.utils.backend_registration import f``. A dotted name that text mentions
+    (``torch_acc.library.declare_fork_safe`` in a message) takes its in-tree home the same
+    way. Any other mention of the package in code is an error, so nothing standalone can
+    leak into the series unnoticed.
     """
 
     helpers = _patch_helpers()
@@ -160,6 +230,10 @@ def rewrite_imports(text: str, path: str) -> str:
         return "\n".join(lines)
 
     out = _FROM_IMPORT.sub(sub, text)
+    out = _MENTION.sub(lambda m: _in_tree_mention(m[0]), out)
+    # A bare ``import torch_acc`` loads the package for its run-time patches (rule 6), which
+    # in-tree are torch's source: it goes. A use of the package through it is an error below.
+    out = _BARE_IMPORT.sub("", out)
     for lineno, line in enumerate(out.splitlines(), 1):
         code = line.split("#", 1)[0]
         if re.search(r"\bimport torch_acc\b|\btorch_acc\.", code):
@@ -186,6 +260,8 @@ PY_FACTS = {
     "BOOL_SUBTRACTION_ERROR": "RuntimeError",
     "REMOVED_ATEN_OPS": '{"cholesky": (2, 14)}',
     "STREAM_QUERIES_NOEXCEPT": "True",
+    "SUBCLASS_GRAD_IS_PLAIN_TENSOR": "True",
+    "DDP_PYTHON_REDUCER_MODE": '"python_reducer_without_compiled_forward"',
 }
 #: The base's value of a call of each function of ``_compat.py``, whatever its arguments.
 PY_FACT_CALLS = {
