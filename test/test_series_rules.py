@@ -363,6 +363,17 @@ class TestPrefixCheck(TestCase):
             ],
         )
 
+    def test_imports_the_base_already_had_are_not_the_series(self):
+        # Upstream's compile_fx.py imports torch._inductor.fb, which the open-source tree lacks.
+        text = "from torch._inductor.fb.utils import log\nfrom torch.nosuch import x\n"
+        tree = self._tree({"torch/x.py": text + "from torch.alsomissing import y\n"})
+        self.assertEqual(
+            check_series.python_problems(
+                tree, ["torch/x.py"], {"torch/x.py"}, {"torch/x.py": text}
+            ),
+            ["torch/x.py:3: no module torch.alsomissing in the tree"],
+        )
+
     def test_syntax_error_is_named(self):
         tree = self._tree({"torch/x.py": "def f(:\n"})
         (problem,) = check_series.python_problems(tree, ["torch/x.py"], {"torch/x.py"})

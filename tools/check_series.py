@@ -134,10 +134,22 @@ def _top_level_names(path: Path) -> set[str] | None:
     return names
 
 
-def python_problems(tree: Path, paths: list[str], changed: set[str]) -> list[str]:
+def _imports(module_tree: ast.AST) -> list[ast.ImportFrom]:
+    return [node for node in ast.walk(module_tree) if isinstance(node, ast.ImportFrom)]
+
+
+def _signature(node: ast.ImportFrom) -> tuple:
+    return node.level, node.module, tuple(alias.name for alias in node.names)
+
+
+def python_problems(
+    tree: Path, paths: list[str], changed: set[str], base: dict[str, str] | None = None
+) -> list[str]:
     """What breaks in the series' Python files ``paths`` of this prefix: syntax, imports of
     torch modules that the tree does not have, and names imported from the modules the series
-    changed that those modules do not define."""
+    changed that those modules do not define. ``base`` maps a path to its text in the base:
+    the imports it already had there are the base's own (an upstream file may import modules
+    that the open-source tree leaves out, such as ``torch._inductor.fb``), not the series'."""
     problems = []
     for path in paths:
         try:
@@ -146,8 +158,10 @@ def python_problems(tree: Path, paths: list[str], changed: set[str]) -> list[str
             problems.append(f"{path}:{e.lineno}: {e.msg}")
             continue
         package = path.rsplit("/", 1)[0].replace("/", ".")
-        for node in ast.walk(module_tree):
-            if not isinstance(node, ast.ImportFrom):
+        base_text = (base or {}).get(path)
+        known = {_signature(n) for n in _imports(ast.parse(base_text))} if base_text else set()
+        for node in _imports(module_tree):
+            if _signature(node) in known:
                 continue
             if node.level:
                 parts = package.split(".")
@@ -183,6 +197,8 @@ def check_prefixes(tmp: Path) -> Path:
     patches = ROOT / "patches"
     flags = compile_flags(tree)
     changed: set[str] = set()
+    base_rev = _git_lines(tree, "rev-parse", "HEAD")[0]
+    base_py: dict[str, str] = {}
     for k, name in enumerate((patches / "series").read_text().split(), 1):
         _git_am(tree, patches / name)
         touched = set(_git_lines(tree, "diff", "--name-only", "HEAD~1", "HEAD"))
@@ -198,7 +214,14 @@ def check_prefixes(tmp: Path) -> Path:
         failed = compile_cxx(tree, flags, cxx)
         failed += clang_format_problems(tree, [p for p in touched if p in cxx])
         py = sorted(p for p in changed if p.endswith((".py", ".pyi")) and (tree / p).exists())
-        failed += python_problems(tree, py, changed)
+        for path in py:
+            if path not in base_py:
+                shown = subprocess.run(
+                    ["git", "-C", str(tree), "show", f"{base_rev}:{path}"],
+                    capture_output=True, text=True, check=False,
+                )
+                base_py[path] = shown.stdout if shown.returncode == 0 else ""
+        failed += python_problems(tree, py, changed, base_py)
         if failed:
             raise CheckFailed(
                 f"the series breaks at patch {k}, {name} (patches 1..{k} applied):\n"
