@@ -123,7 +123,7 @@ class TestOutCasting(TestCase):
             out = torch.empty(5, dtype=torch.bool, device=device)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # "An output ... was resized"
-                with self.assertRaisesRegex(NotImplementedError, "abs"):
+                with self.assertRaisesRegex(RuntimeError, "abs"):  # NotImplementedError from 2.13
                     torch.abs(x, out=out)
             shapes[device] = out.shape
         self.assertEqual(shapes["npy"], shapes["cpu"])

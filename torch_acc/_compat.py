@@ -45,6 +45,11 @@ SUBCLASS_GRAD_IS_PLAIN_TENSOR = TORCH_VERSION < (2, 7)
 #: checked.
 BOOL_SUBTRACTION_ERROR = NotImplementedError if TORCH_VERSION >= (2, 14) else RuntimeError
 
+#: Whether c10's checked conversion of a float into an integer dtype takes values that
+#: truncate to the dtype's maximum (``255.5`` into uint8 is 255 on 2.14; 2.13 and 2.6 refuse
+#: it); the minimum stays exact on both. The releases between are not checked.
+FLOAT_TO_INT_TRUNCATES_TO_MAX = TORCH_VERSION >= (2, 14)
+
 #: aten operators that a supported release removed, with the first release without them. A
 #: backend's kernel table may name them: its kernels for them are registered where they exist.
 REMOVED_ATEN_OPS = {"cholesky": (2, 14)}

@@ -379,7 +379,10 @@ def setup_privateuseone_for_python_backend(
         torch._register_device_module(name, backend_module)
         _register(_C.register_python_privateuseone_device_guard, device_guard, name)
         _register(_C.register_python_privateuseone_hook, hook, name)
-        _C.set_fallback(fallback)
+        # The fallback runs inside the dispatcher, as torch.library's Python kernels do: Dynamo
+        # must not trace it when a compiled frame's graph break leaves an operator to eager
+        # (torch 2.14 traced it and compiled a graph inside the runtime wrapper: a crash).
+        _C.set_fallback(torch._disable_dynamo(fallback))
         _autocast.register()
         _patches.apply()
         _refuse_inductor(name)

@@ -7,6 +7,8 @@ import ml_dtypes
 import numpy as np
 import torch
 
+from torch_acc import _compat
+
 #: The device name this backend registers.
 DEVICE = "npy"
 
@@ -101,7 +103,8 @@ def checked_scalar(value, dtype: np.dtype):
     refuses it (``fill_``, ``masked_fill``, ``index_fill``, ``full``): an integer or finite
     float out of the dtype's range, nan or inf for an integer dtype, a complex number with an
     imaginary part for a real dtype. Negative integers (not floats) wrap into unsigned dtypes
-    (``-3`` is 253 in uint8) down to ``-max``, as there."""
+    (``-3`` is 253 in uint8) down to ``-max``, as there; where c10 truncates a float to the
+    dtype's maximum (:data:`torch_acc._compat.FLOAT_TO_INT_TRUNCATES_TO_MAX`), so does this."""
     if dtype.kind in "bc":
         return np.asarray(value).astype(dtype)
     if isinstance(value, complex):
@@ -114,7 +117,12 @@ def checked_scalar(value, dtype: np.dtype):
         # Only integers wrap into unsigned dtypes: a float below 0 overflows (c10::overflows).
         wraps = dtype.kind == "u" and not isinstance(value, float)
         low = -int(info.max) if wraps else int(info.min)
-        if not (math.isfinite(value) and low <= value <= info.max):
+        fits = low <= value <= info.max or (
+            _compat.FLOAT_TO_INT_TRUNCATES_TO_MAX
+            and isinstance(value, float)
+            and info.max < value < info.max + 1
+        )
+        if not (math.isfinite(value) and fits):
             raise RuntimeError(
                 f"value cannot be converted to type {_C10_NAMES[dtype]} without overflow"
             )
