@@ -104,7 +104,7 @@ def checked_scalar(value, dtype: np.dtype):
     float out of the dtype's range, nan or inf for an integer dtype, a complex number with an
     imaginary part for a real dtype. Negative integers (not floats) wrap into unsigned dtypes
     (``-3`` is 253 in uint8) down to ``-max``, as there; where c10 truncates a float to the
-    dtype's maximum (:data:`torch_acc._compat.FLOAT_TO_INT_TRUNCATES_TO_MAX`), so does this."""
+    dtype's maximum (``FLOAT_TO_INT_TRUNCATES_TO_MAX``), so does this."""
     if dtype.kind in "bc":
         return np.asarray(value).astype(dtype)
     if isinstance(value, complex):
