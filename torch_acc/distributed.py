@@ -401,6 +401,11 @@ class ProcessGroupAcc(dist.ProcessGroup):
     def getBackendName(self) -> str:  # noqa: N802
         return BACKEND
 
+    def _get_backend(self, device: torch.device) -> "ProcessGroupAcc":
+        """This group is its own backend for every device (``batch_isend_irecv`` asks since
+        torch 2.14); it does not coalesce, so batched operations run one by one."""
+        return self
+
     def getGroupName(self) -> str:  # noqa: N802
         return self._group_name
 
