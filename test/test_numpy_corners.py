@@ -532,5 +532,64 @@ class TestBoolRefusals(CornersTestCase):
                 self.assertSameAsCpu(f)
 
 
+
+class TestCpuAlgorithms(TestCase):
+    """Where CPU's float32 answer carries its algorithm's error, npy computes CPU's algorithm
+    (on every torch version), so results agree within float32's tolerances."""
+
+    def test_matrix_exp_follows_cpu(self):
+        # Norms across every degree of ATen's Taylor approximants and its scaling and
+        # squaring; a batch (one degree for all) and single matrices (a degree each).
+        # SciPy's float64 expm differed from CPU by 0.2% on the 5-matrix batch of norm ~27.
+        # A 40x40 matrix is multiplied by BLAS on both sides, each summing in its own order,
+        # which squarings amplify past float32's tolerances: it is taken below the norms
+        # that need squaring.
+        torch.manual_seed(0)
+        for dtype in (torch.float32, torch.float64, torch.complex64):
+            for norm in (1e-8, 1e-4, 0.03, 0.3, 1.0, 2.5, 27.0):
+                shapes = [(5, 5), (5, 5, 5), (2, 1, 3, 3)] + [(40, 40)] * (norm < 3)
+                for shape in shapes:
+                    a = torch.randn(shape, dtype=dtype)
+                    a *= norm / a.abs().sum(-2).amax(-1)[..., None, None]
+                    # NumPy's complex product rounds otherwise than c10::complex's, and the
+                    # squarings amplify it to a few 1e-6.
+                    tol = dict(rtol=1e-4, atol=1e-5) if dtype.is_complex and norm > 3 else {}
+                    with self.subTest(dtype=dtype, norm=norm, shape=shape):
+                        self.assertEqual(torch.linalg.matrix_exp(a.to("npy")).cpu(),
+                                         torch.linalg.matrix_exp(a), **tol)
+        for a in (torch.zeros(0, 0), torch.zeros(3, 0, 0), torch.tensor([[2.0]])):
+            self.assertEqual(torch.linalg.matrix_exp(a.to("npy")).cpu(),
+                             torch.linalg.matrix_exp(a))
+        nan = torch.tensor([[float("nan"), 0.0], [0.0, 1.0]])
+        self.assertTrue(torch.linalg.matrix_exp(nan.to("npy")).isnan().all())
+        with self.assertRaisesRegex(RuntimeError, "square"):
+            torch.linalg.matrix_exp(torch.ones(2, 3, device="npy"))
+
+    def test_antialiased_interpolation(self):
+        # _upsample_bilinear2d_aa and _upsample_bicubic2d_aa, forward and backward, down and
+        # up, with sizes and scale factors, and channels-last kept as CPU keeps it.
+        torch.manual_seed(0)
+        x = torch.randn(2, 3, 7, 9)
+        cases = [dict(size=s) for s in ((4, 5), (12, 13), (7, 4), (1, 1))]
+        cases += [dict(scale_factor=f) for f in (0.3, 1.7)]
+        for mode, align, layout, case in itertools.product(
+                ("bilinear", "bicubic"), (False, True),
+                (torch.contiguous_format, torch.channels_last), cases):
+            def run(d, mode=mode, align=align, layout=layout, case=case):
+                xi = x.clone(memory_format=layout).to(d).requires_grad_()
+                y = F.interpolate(xi, mode=mode, antialias=True, align_corners=align, **case)
+                y.backward(torch.linspace(-1, 1, y.numel()).reshape(y.shape).to(d))
+                return y, xi.grad
+
+            with self.subTest(mode=mode, align=align, layout=layout, **case):
+                (y, g), (yn, gn) = run("cpu"), run("npy")
+                self.assertEqual(yn.cpu(), y)
+                self.assertEqual(yn.stride(), y.stride())
+                self.assertEqual(gn.cpu(), g)
+        with self.assertRaisesRegex(TypeError, "floating-point"):
+            F.interpolate(torch.ones(1, 1, 4, 4, dtype=torch.uint8, device="npy"), size=(2, 2),
+                          mode="bilinear", antialias=True)
+
+
 if __name__ == "__main__":
     run_tests()

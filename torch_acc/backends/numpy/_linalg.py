@@ -620,13 +620,171 @@ def _linalg_pinv(self, *, atol=None, rtol=None, hermitian=False):
     return _cmat(out, self.dtype)
 
 
+# linalg.matrix_exp as ATen computes it (Bader, Blanes and Casas, "Computing the Matrix
+# Exponential with an Optimized Taylor Polynomial Approximation", 2019): a Taylor approximant
+# of degree 1, 2, 4, 8, 12 or 18 chosen by the 1-norm, with scaling and squaring above the
+# last bound. Computed in the input's precision, with ATen's bounds for it, so that float32
+# results carry the error CPU's do (SciPy's expm in float64 differs from them by up to 0.2%).
+_MEXP_THETAS = {
+    4: (1.192092800768788e-07, 5.978858893805233e-04, 5.116619363445086e-02,
+        5.800524627688768e-01, 1.461661507209034e+00, 3.010066362817634e+00),
+    8: (2.220446049250313e-16, 2.580956802971767e-08, 3.397168839976962e-04,
+        4.991228871115323e-02, 2.996158913811580e-01, 1.090863719290036e+00),
+}
+_MEXP_B12 = (
+    (9.0198e-16, 0.46932117595418237389, -0.20099424927047284052, -0.04623946134063071740),
+    (5.31597895759871264183, 1.19926790417132231573, 0.01179296240992997031,
+     0.01108844528519167989),
+    (0.18188869982170434744, 0.05502798439925399070, 0.09351590770535414968,
+     0.00610700528898058230),
+    (-2.0861320e-13, -0.13181061013830184015, -0.02027855540589259079,
+     -0.00675951846863086359),
+)
+_MEXP_B18 = (
+    (0., -1.00365581030144618291e-01, -8.02924648241156932449e-03,
+     -8.92138498045729985177e-04, 0.),
+    (0., 3.97849749499645077844e-01, 1.36783778460411720168e+00,
+     4.98289622525382669416e-01, -6.37898194594723280150e-04),
+    (-1.09676396052962061844e+01, 1.68015813878906206114e+00, 5.71779846478865511061e-02,
+     -6.98210122488052056106e-03, 3.34975017086070470649e-05),
+    (-9.04316832390810593223e-02, -6.76404519071381882256e-02, 6.75961301770459654925e-02,
+     2.95552570429315521194e-02, -1.39180257516060693404e-05),
+    (0., 0., -9.23364619367118555360e-02, -1.69364939002081722752e-02,
+     -1.40086798182036094347e-05),
+)
+
+
+def _mexp_matmul(a, b):
+    """``a @ b`` for batches of square matrices, summed as ATen's CPU ``bmm`` sums them: below
+    400 multiply-adds per matrix it accumulates over k in order in the input's precision,
+    which the squarings of a large-norm matrix amplify past float32's tolerances when summed
+    otherwise; above, both call BLAS."""
+    n = a.shape[-1]
+    if n * n * n >= 400:
+        return a @ b
+    out = np.zeros(a.shape, a.dtype)
+    for k in range(n):
+        out += a[..., :, k, None] * b[..., None, k, :]
+    return out
+
+
+def _mexp_powers(a, count):
+    """[I, A, A^2, A^3, A^6][:count] for a batch ``a`` of shape (B, n, n)."""
+    powers = [np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape), a]
+    if count > 2:
+        powers.append(_mexp_matmul(a, a))
+    if count > 3:
+        powers.append(_mexp_matmul(a, powers[2]))
+    if count > 4:
+        powers.append(_mexp_matmul(powers[3], powers[3]))
+    return powers[:count]
+
+
+@functools.cache
+def _cpu_combination_fuses() -> bool:
+    """Whether this torch build's CPU ``_compute_linear_combination`` kernel fuses its
+    ``out += input * coefficient`` into one rounding (a compiler may contract it into an FMA:
+    torch 2.6's wheels do, 2.13's CPU wheel does not). Asked of the kernel itself: with
+    x = 1 + 2**-12, x * x - (1 + 2**-11) is 2**-24 fused and 0 rounded twice."""
+    x = 1 + 2**-12
+    out = torch._compute_linear_combination(
+        torch.tensor([[-(1 + 2**-11)], [x]]), torch.tensor([[1.0, x]]))
+    return out.item() != 0
+
+
+def _mexp_combination(powers, coefficients):
+    """sum(c * p), accumulated in order as ATen's ``_compute_linear_combination`` does,
+    fused where this torch's CPU kernel is (emulated in a wider type)."""
+    dtype = powers[0].dtype
+    real = _real(dtype)
+    wide = dtype
+    if _cpu_combination_fuses():
+        wide = np.result_type(dtype, np.float64 if real.itemsize == 4 else np.longdouble)
+    out = np.zeros(powers[0].shape, dtype)
+    for c, p in zip(coefficients, powers, strict=True):
+        out = (out.astype(wide) + _real(wide).type(real.type(c)) * p.astype(wide)).astype(dtype)
+    return out
+
+
+def _mexp_t8_coefficients(real):
+    """compute_T8's constants: C++ folds them in double from the float-rounded ones."""
+    sqrt_177 = float(real.type(0.1330413469565007072504e+2))
+    x3 = float(real.type(2.0 / 3.0))
+    values = (x3 * ((1.0 + sqrt_177) / 88.0), x3 * ((1.0 + sqrt_177) / 352.0),
+              (-271.0 + 29.0 * sqrt_177) / (315.0 * x3), (-11.0 + 11.0 * sqrt_177) / (1260.0 * x3),
+              (-99.0 + 11.0 * sqrt_177) / (5040.0 * x3), (89.0 - sqrt_177) / (5040.0 * x3),
+              (857.0 - 58.0 * sqrt_177) / 630.0)
+    return (x3, *(real.type(v) for v in values))
+
+
+def _mexp_taylor(a, degree):
+    if degree == 1:
+        i, a1 = _mexp_powers(a, 2)
+        return i + a1
+    if degree == 2:
+        i, a1, a2 = _mexp_powers(a, 3)
+        return i + a1 + a2 / _real(a.dtype).type(2.0)
+    if degree == 4:
+        p = _mexp_powers(a, 3)
+        x = _mexp_matmul(p[2], _mexp_combination(p, (1 / 2.0, 1 / 6.0, 1 / 24.0)))
+        return _mexp_combination(p + [x], (1.0, 1.0, 0.0, 1.0))
+    if degree == 8:
+        x3, x1, x2, x4, x5, x6, x7, y2 = _mexp_t8_coefficients(_real(a.dtype))
+        p = _mexp_powers(a, 3)
+        a4 = _mexp_matmul(p[2], _mexp_combination(p[1:], (x1, x2)))
+        a8 = _mexp_matmul(_mexp_combination([p[2], a4], (x3, 1.0)),
+                          _mexp_combination(p + [a4], (x4, x5, x6, x7)))
+        return _mexp_combination(p + [a4, a8], (1.0, 1.0, y2, 0.0, 1.0))
+    if degree == 12:
+        p = _mexp_powers(a, 4)
+        b = [_mexp_combination(p, row) for row in _MEXP_B12]
+        b[2] += _mexp_matmul(b[3], b[3])
+        return b[0] + _mexp_matmul(b[1] + b[2], b[2])
+    p = _mexp_powers(a, 5)
+    b = [_mexp_combination(p, row) for row in _MEXP_B18]
+    b[3] += _mexp_matmul(b[0], b[4])
+    return b[1] + _mexp_matmul(b[2] + b[3], b[3])
+
+
+def _mexp_scale_square(a, norm, theta):
+    real = norm.dtype.type
+    with np.errstate(divide="ignore"):
+        s = np.maximum(np.ceil(np.log2(norm / real(theta))), real(0))
+    out = _mexp_taylor(a * np.power(real(2), -s)[:, None, None], 18)
+    for k, times in enumerate(s.astype(np.int64)):
+        for _ in range(times):
+            out[k] = _mexp_matmul(out[k], out[k])
+    return out
+
+
 def _linalg_matrix_exp(self):
     _check_float("linalg.matrix_exp", self)
     _check_square("linalg.matrix_exp", self)
-    if self.size == 0:
+    n = self.shape[-1]
+    if self.size == 0 or n == 0:
         return _cmat(self.copy())
-    a = self.astype(np.result_type(self.dtype, np.float64))
-    return _cmat(scipy.linalg.expm(a), self.dtype)
+    if n == 1:
+        return _cmat(np.exp(self))
+    a = np.ascontiguousarray(self).reshape(-1, n, n)
+    thetas = _MEXP_THETAS[_real(a.dtype).itemsize]
+    with np.errstate(all="ignore"):
+        norm = np.abs(a).sum(axis=-2).max(axis=-1)
+        # A norm that is not finite (an inf or a NaN in the matrix) gives NaNs, as ATen's
+        # degree selection does for a single matrix; squaring an infinite number of times
+        # has no answer.
+        finite = np.isfinite(norm)
+        out = np.full(a.shape, np.nan, a.dtype)
+        if a.shape[0] > 1:
+            if finite.any():
+                out[finite] = _mexp_scale_square(a[finite], norm[finite], thetas[-1])
+        elif finite[0]:
+            bounds = (-1.0,) + thetas
+            for degree, low, high in zip((1, 2, 4, 8, 12), bounds, thetas, strict=False):
+                if low < norm[0] <= high:
+                    out = _mexp_taylor(a, degree)
+            if norm[0] >= thetas[-2]:
+                out = _mexp_scale_square(a, norm, thetas[-1])
+    return _cmat(out.reshape(self.shape), self.dtype)
 
 
 def _linalg_cross(self, other, *, dim=-1):

@@ -37,18 +37,9 @@ def _out(x, dtype):
     return np.asarray(x, dtype=dtype, order="C")
 
 
-def _channels_last(x) -> bool:
-    """Whether a 4-d ``x`` is laid out channels-last (and not also contiguous), which
-    PyTorch's CPU pooling kernels keep in their results."""
-    return (x.ndim == 4 and not x.flags.c_contiguous
-            and x.transpose(0, 2, 3, 1).flags.c_contiguous)
-
-
 def _like(y, x):
     """``y`` (C-contiguous) laid out as ``x`` is: channels-last when ``x`` is."""
-    if _channels_last(x) and y.ndim == 4:
-        return np.ascontiguousarray(y.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
-    return y
+    return _in_format(y, _channels_last(x))
 
 
 def _ntuple(value, n: int) -> tuple[int, ...]:
@@ -200,10 +191,17 @@ def _channels_last(a) -> bool:
 
 def _in_format(y, channels_last: bool):
     """``y`` (C-contiguous) laid out channels-last where ``channels_last``, as CPU's kernels
-    give their outputs the memory format of their inputs."""
+    give their outputs the memory format of their inputs, with torch's strides for it (NumPy
+    leaves those of size-1 dimensions unspecified: a (2, 3, 1, 1) result must stride
+    (3, 1, 3, 3))."""
     if not channels_last or y.ndim not in (4, 5):
         return y
-    return np.moveaxis(np.ascontiguousarray(np.moveaxis(y, 1, -1)), -1, 1)
+    z = np.ascontiguousarray(np.moveaxis(y, 1, -1))
+    strides, step = [0] * y.ndim, 1
+    for d in (1, *range(y.ndim - 1, 1, -1), 0):
+        strides[d] = step * y.itemsize
+        step *= max(y.shape[d], 1)
+    return _as_strided(z, y.shape, strides)
 
 
 def _convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
@@ -597,6 +595,82 @@ def _upsample_backward(mode, d, align=True):
             a = _interpolation(mode, n_in, n_out, align_corners, scale, np.dtype(cdt))
             axis += g.ndim - d
             g = np.moveaxis(np.tensordot(g, a, axes=([axis], [0])), -1, axis)
+        return _out(g.reshape(input_size), dtype)
+
+    return kernel
+
+
+def _aa_filter(mode, x):
+    """PIL's filters, as PyTorch's anti-aliased CPU kernels use them: the triangle for
+    bilinear, Keys' cubic with a = -0.5 for bicubic."""
+    x = np.abs(x)
+    if mode == "bilinear":
+        return np.where(x < 1, 1 - x, 0).astype(x.dtype)
+    a = x.dtype.type(-0.5)
+    near = ((a + 2) * x - (a + 3)) * x * x + 1
+    far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return np.where(x < 1, near, np.where(x < 2, far, 0)).astype(x.dtype)
+
+
+def _aa_interpolation(mode, n_in, n_out, align_corners, scale, dt):
+    """The (n_out, n_in) matrix of a 1-d anti-aliased interpolation, with the bounds and
+    normalized weights of PyTorch's CPU kernel (``_compute_indices_min_size_weights_aa``),
+    computed in ``dt``."""
+    a = np.zeros((n_out, n_in), dt)
+    if n_out == 0 or n_in == 0:
+        return a
+    if align_corners:
+        s = dt.type(n_in - 1) / dt.type(n_out - 1) if n_out > 1 else dt.type(0)
+    else:
+        s = dt.type(1.0 / scale) if scale else dt.type(n_in) / dt.type(n_out)
+    interp_size = 2 if mode == "bilinear" else 4
+    support = dt.type(interp_size * 0.5) * (s if s >= 1 else dt.type(1))
+    max_size = int(math.ceil(support)) * 2 + 1
+    invscale = dt.type(1) / s if s >= 1 else dt.type(1)
+    for i in range(n_out):
+        center = s * dt.type(i + 0.5)
+        xmin = max(int(center - support + dt.type(0.5)), 0)
+        xsize = min(max(min(int(center + support + dt.type(0.5)), n_in) - xmin, 0), max_size)
+        j = np.arange(xsize)
+        w = _aa_filter(mode, ((j + xmin).astype(dt) - center + dt.type(0.5)) * invscale)
+        total = w.sum(dtype=dt)
+        if total != 0:
+            w = w / total
+        a[i, xmin:xmin + xsize] = w
+    return a
+
+
+def _upsample_aa(mode):
+    name = f"_upsample_{mode}2d_aa"
+
+    def kernel(x, output_size, align_corners, scales_h=None, scales_w=None):
+        dtype, cdt = _compute_dtype(name, x)
+        if x.ndim != 4:
+            raise RuntimeError(f"{name}: expected a 4-d input (N, C, H, W), got {x.ndim}-d")
+        y = _f(x, cdt)
+        # Width first, then height, as the CPU kernel does; a size that does not change is
+        # not resampled.
+        for axis, scale in ((3, scales_w), (2, scales_h)):
+            n_in, n_out = x.shape[axis], output_size[axis - 2]
+            if n_in != n_out:
+                a = _aa_interpolation(mode, n_in, n_out, align_corners, scale, np.dtype(cdt))
+                y = np.moveaxis(np.tensordot(y, a, axes=([axis], [1])), -1, axis)
+        return _like(_out(y, dtype), x)
+
+    return kernel
+
+
+def _upsample_aa_backward(mode):
+    name = f"_upsample_{mode}2d_aa_backward"
+
+    def kernel(gy, output_size, input_size, align_corners, scales_h=None, scales_w=None):
+        dtype, cdt = _compute_dtype(name, gy)
+        g = _f(gy, cdt)
+        for axis, scale in ((2, scales_h), (3, scales_w)):
+            n_in, n_out = input_size[axis], output_size[axis - 2]
+            if n_in != n_out:
+                a = _aa_interpolation(mode, n_in, n_out, align_corners, scale, np.dtype(cdt))
+                g = np.moveaxis(np.tensordot(g, a, axes=([axis], [0])), -1, axis)
         return _out(g.reshape(input_size), dtype)
 
     return kernel
@@ -1454,6 +1528,10 @@ KERNELS = {
     "upsample_bilinear2d_backward": _upsample_backward("linear", 2),
     "upsample_trilinear3d_backward": _upsample_backward("linear", 3),
     "upsample_bicubic2d_backward": _upsample_backward("cubic", 2),
+    "_upsample_bilinear2d_aa": _upsample_aa("bilinear"),
+    "_upsample_bicubic2d_aa": _upsample_aa("bicubic"),
+    "_upsample_bilinear2d_aa_backward": _upsample_aa_backward("bilinear"),
+    "_upsample_bicubic2d_aa_backward": _upsample_aa_backward("bicubic"),
     "max_unpool2d": _max_unpool(2),
     "max_unpool3d": _max_unpool(3),
     "native_batch_norm": _batch_norm("native_batch_norm"),
