@@ -6,13 +6,12 @@ with ``torch.library`` that make ``NumpyTensor`` results (``create_empty_tensor`
 payload), side by side with the fallback that setup installs.
 """
 
-import unittest
 
 import numpy as np
 import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
-from torch_acc import _C, _compat
+from torch_acc import _C
 from torch_acc.backend_registration import setup_privateuseone_for_python_backend
 from torch_acc.backends.numpy._common import np_dtype as _np_dtype
 from torch_acc.backends.numpy._common import NUMPY_TO_TORCH as _NUMPY_TO_TORCH
@@ -43,15 +42,6 @@ class NumpyTensor(torch.Tensor):
     @raw_data.setter
     def raw_data(self, value: np.ndarray) -> None:
         _C.set_payload(self, value)
-
-    def detach(self):
-        # torch < 2.7 detaches in C++ without calling the detach kernel, so the result comes
-        # back as a plain Tensor (sharing this tensor's payload); keep the class, as
-        # nn.Parameter requires of a subclass.
-        out = torch.Tensor.detach(self)
-        if type(out) is not type(self):
-            out.__class__ = type(self)
-        return out
 
     # Results of ops are whatever the kernels return (NumpyTensor on npy, plain tensors on
     # CPU): no re-wrapping into this class by the default __torch_function__.
@@ -300,11 +290,6 @@ class TestSubclassBackend(TestCase):
         self.assertEqual(a.grad.cpu(), ac.grad)
         self.assertEqual(b.grad.cpu(), bc.grad)
 
-    @unittest.skipIf(
-        _compat.SUBCLASS_GRAD_IS_PLAIN_TENSOR,
-        "on this torch the gradient a leaf accumulates is a plain Tensor over the payload "
-        "(issue 13, item 19; not fixed)",
-    )
     def test_gradients_keep_the_subclass(self):
         a_cpu, b_cpu = torch.randn(2, 2), torch.randn(2, 2)
         a = a_cpu.to("npy").requires_grad_()
@@ -314,6 +299,22 @@ class TestSubclassBackend(TestCase):
         self.assertIs(type(a.grad), NumpyTensor)
         np.testing.assert_allclose(a.grad.raw_data, b_cpu.numpy())
         self.assertIs(type(b.grad), NumpyTensor)
+
+    def test_detach_keeps_the_subclass_and_the_version_counter(self):
+        # The detach kernel's result is the detached tensor (torch 2.6 made a copy of it
+        # without its Python object); it shares the input's version counter and data.
+        a = torch.ones(3).to("npy").requires_grad_()
+        d = a.detach()
+        self.assertIs(type(d), NumpyTensor)
+        self.assertFalse(d.requires_grad)
+        self.assertIsNone(d.grad_fn)
+        version = a._version
+        d.add_(1)
+        self.assertEqual(a._version, version + 1)
+        self.assertEqual(a.detach().cpu(), torch.full((3,), 2.0))
+        p = torch.nn.Parameter(torch.ones(2).to("npy"))
+        self.assertIsInstance(p, NumpyTensor)
+        self.assertIs(type(p.detach()), NumpyTensor)
 
     def test_repr(self):
         t = torch.tensor([[1.0, 2.0], [3.0, 4.5]], device="npy")

@@ -261,7 +261,6 @@ PY_FACTS = {
     "FLOAT_TO_INT_TRUNCATES_TO_MAX": "False",
     "REMOVED_ATEN_OPS": '{"cholesky": (2, 14)}',
     "STREAM_QUERIES_NOEXCEPT": "True",
-    "SUBCLASS_GRAD_IS_PLAIN_TENSOR": "True",
     "DDP_PYTHON_REDUCER_MODE": '"python_reducer_without_compiled_forward"',
 }
 #: The base's value of a call of each function of ``_compat.py``, whatever its arguments.

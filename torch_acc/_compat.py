@@ -32,14 +32,6 @@ ENGINE_RECORDS_STREAMS_ACROSS_DEVICES = TORCH_VERSION >= (2, 13)
 #: the device allocator (``c10::DeviceAllocator``; see ``csrc/acc/compat.h``). Not in 2.6.
 ACCELERATOR_MEMORY = hasattr(torch.accelerator, "memory_allocated")
 
-#: Whether a seed-style backend (a tensor subclass made by its tensor-level kernels) gets the
-#: gradient a leaf accumulates as a plain ``Tensor`` over the payload, without the subclass
-#: (issue 13, item 19): seen on 2.6, not on 2.13. Likely cause, not confirmed: 2.6's
-#: AccumulateGrad steals the gradient through a C++ ``detach()`` that does not reach the
-#: backend's detach kernel (2.13 counts the Python wrapper's reference when deciding to steal,
-#: and its detach reaches the kernel). The releases between are not checked.
-SUBCLASS_GRAD_IS_PLAIN_TENSOR = TORCH_VERSION < (2, 7)
-
 #: The error CPU raises for a subtraction with a bool tensor: ``NotImplementedError`` (a
 #: ``RuntimeError``) on 2.14, ``RuntimeError`` on 2.13 and 2.6; the releases between are not
 #: checked.

@@ -3,6 +3,7 @@
 #include <torch/csrc/acc/DeviceGuard.h>
 #include <torch/csrc/acc/Generator.h>
 #include <torch/csrc/acc/Shutdown.h>
+#include <torch/csrc/acc/compat.h>
 
 #include <ATen/Context.h>
 #include <ATen/ExpandUtils.h>
@@ -10,6 +11,7 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/TensorUtils.h>
 #include <ATen/ops/arange.h>
+#include <ATen/ops/detach_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/isclose.h>
@@ -20,6 +22,7 @@
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/csrc/utils/numpy_stub.h>
 #include <torch/csrc/utils/tensor_numpy.h>
@@ -2356,6 +2359,55 @@ void registerViewKernels() {
   add("view.dtype",
       &torch::CppFunction::makeFromBoxedFunction<&viewDtypeKernel>);
   add("resize_", &torch::CppFunction::makeFromBoxedFunction<&resizeKernel>);
+}
+
+#if TORCH_ACC_DETACH_COPIES_FRESH_RESULT
+// detach() in place of its Autograd and ADInplaceOrView kernels for
+// PrivateUse1: a result that the backend's kernel made fresh becomes the
+// non-differentiable view itself, as later releases make it, instead of a
+// shallow copy without its Python object. Otherwise a gradient that
+// AccumulateGrad steals through detach() reaches Python as a plain Tensor, not
+// as the backend's subclass that its kernels returned (issue 13, item 19).
+at::Tensor detachKeepingFreshResult(
+    c10::DispatchKeySet ks,
+    const at::Tensor& self) {
+  at::Tensor out;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    out = at::_ops::detach::redispatch(
+        ks & c10::after_ADInplaceOrView_keyset, self);
+  }
+  // Fresh: not the input, and referenced from nowhere else (a Python object
+  // that the impl owns does not count; one that Python still holds does).
+  if (out.defined() && !out.is_same(self) && out.use_count() == 1) {
+    auto* impl = out.unsafeGetTensorImpl();
+    impl->set_version_counter(torch::autograd::impl::version_counter(self));
+    impl->set_allow_tensor_metadata_change(false);
+    impl->set_autograd_meta(nullptr);
+    return out;
+  }
+  return torch::autograd::make_variable_non_differentiable_view(
+      self, out, /*allow_tensor_metadata_change=*/false);
+}
+#endif
+
+void registerAutogradKernels() {
+#if TORCH_ACC_DETACH_COPIES_FRESH_RESULT
+  static bool done = false;
+  if (done) {
+    return;
+  }
+  done = true;
+  libraries().push_back(
+      std::make_unique<torch::Library>(
+          torch::Library::IMPL,
+          "aten",
+          std::optional<c10::DispatchKey>(
+              c10::DispatchKey::AutogradPrivateUse1),
+          __FILE__,
+          __LINE__));
+  libraries().back()->impl("detach", TORCH_FN(detachKeepingFreshResult));
+#endif
 }
 
 void setFallback(py::object fn) {

@@ -85,4 +85,9 @@ void registerViewKernels();
 // `fn(op_name, overload_name, args, kwargs)` with tensors (not payloads).
 void setFallback(py::object fn);
 
+// Registers the PrivateUse1 autograd kernels that stand in for a torch
+// release's own where those lose what a Python backend's kernels return (see
+// compat.h); none on releases that need none.
+void registerAutogradKernels();
+
 } // namespace torch::acc

@@ -505,10 +505,14 @@ void initBindings(PyObject* module) {
 
   m.def(
       "set_fallback",
-      &setFallback,
+      [](py::object fn) {
+        setFallback(std::move(fn));
+        registerAutogradKernels();
+      },
       py::arg("fn"),
       "Installs fn(op_name, overload_name, args, kwargs) as the PrivateUse1 "
-      "fallback for operators without a kernel.");
+      "fallback for operators without a kernel, and the autograd kernels that "
+      "keep what the backend's kernels return.");
 }
 
 void initModule(PyObject* module) {

@@ -32,3 +32,10 @@
 // memory_allocated() and friends, is in 2.13 and not in 2.6 (added in 2.9;
 // the releases between are not checked).
 #define TORCH_ACC_HAVE_DEVICE_ALLOCATOR TORCH_ACC_TORCH_AT_LEAST(2, 9)
+
+// detach()'s ADInplaceOrView kernel shallow-copies the backend kernel's result
+// into a new TensorImpl in 2.6, which drops the result's Python object (a
+// backend's tensor subclass); 2.13 keeps a result that the kernel made fresh
+// (make_variable_non_differentiable_view's is_fresh_tensor). The releases
+// between are not checked.
+#define TORCH_ACC_DETACH_COPIES_FRESH_RESULT (!TORCH_ACC_TORCH_AT_LEAST(2, 7))
