@@ -628,7 +628,8 @@ NUMPY_GROUPS = tuple(
         ("_reduce.py", "_shape.py"),
         ("_index.py", "_random.py", "_foreach.py"),
         ("_nn.py",),
-        ("_attention.py", "_linalg.py", "_fft.py", "_rnn.py", "_training.py", "__init__.py"),
+        ("_linalg.py",),
+        ("_attention.py", "_fft.py", "_rnn.py", "_training.py", "__init__.py"),
     ]
 )
 #: The subject's title and the summary's description of each part of ``NUMPY_GROUPS``.
@@ -645,18 +646,19 @@ NUMPY_PARTS = (
         "indexing, random numbers (a Python generator object per\ndevice) and foreach operators",
     ),
     ("nn ops", "neural-network operators"),
+    ("linalg", "linear algebra"),
     (
-        "attention, linalg, fft, setup",
-        "attention, linear algebra, FFT, RNN cells, optimizer steps, and the\n"
-        "package itself (setup(), the kernel table)",
+        "attention, fft, setup",
+        "attention, FFT, RNN cells, optimizer steps, and the package itself\n"
+        "(setup(), the kernel table)",
     ),
 )
 #: The tests of each test patch (rule 4).
 TEST_GROUPS = [
     ("device", "guard", "hooks", "streams_events", "accelerator", "current_accelerator", "pinned"),
     ("payload", "bridge", "views", "inplace_out", "decompositions", "mixed_device_errors", "fake"),
-    ("rng", "autocast", "serialization", "compile", "subclass_backend", "registration_errors"),
-    ("overlap", "exit", "fork"),
+    ("rng", "autocast", "serialization", "compile"),
+    ("subclass_backend", "registration_errors", "overlap", "exit", "fork"),
 ]
 
 
@@ -1053,18 +1055,18 @@ sets up a backend for its whole process, so each runs in its own process.
         "[test] Test Python backends: rng, autocast, serialization, compile",
         """
 Tests of Python-defined PrivateUse1 backends, on the NumPy reference backend: random numbers
-and generators, autocast, serialization, torch.compile (eager, aot_eager,
-and inductor's one error), the seed-style subclass backend end to end and registration
-errors. Each file
+and generators, autocast, serialization and torch.compile (eager, aot_eager,
+and inductor's one error). Each file
 sets up a backend for its whole process, so each runs in its own process.
 """,
         tests(*TEST_GROUPS[2]),
         _test_plan(TEST_GROUPS[2]),
     ),
     Patch(
-        "[test] Test Python backends: overlap, exit, fork",
+        "[test] Test Python backends: subclass backends, registration errors, overlap, exit, fork",
         """
-Tests of Python-defined PrivateUse1 backends, on the NumPy reference backend: host work
+Tests of Python-defined PrivateUse1 backends: the seed-style subclass backend end to end,
+registration errors, and on the NumPy reference backend: host work
 overlapping the device's, interpreter exit with device work and threads alive, and fork
 (a forked child that touches the backend is an error naming it, never a hang). Each file
 sets up a backend for its whole process, so each runs in its own process.

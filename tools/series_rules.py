@@ -279,6 +279,7 @@ CPP_FACTS = {
     "TORCH_ACC_STREAM_QUERIES_NOEXCEPT": True,
     "TORCH_ACC_GENERATOR_REGISTRY": True,
     "TORCH_ACC_HAVE_DEVICE_ALLOCATOR": False,
+    "TORCH_ACC_DETACH_COPIES_FRESH_RESULT": True,
 }
 CPP_TOKENS = {"TORCH_ACC_STREAM_NOEXCEPT": "noexcept"}
 #: compat.h's own helper, used only inside it.
