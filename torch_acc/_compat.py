@@ -32,6 +32,12 @@ ENGINE_RECORDS_STREAMS_ACROSS_DEVICES = TORCH_VERSION >= (2, 13)
 #: the device allocator (``c10::DeviceAllocator``; see ``csrc/acc/compat.h``). Not in 2.6.
 ACCELERATOR_MEMORY = hasattr(torch.accelerator, "memory_allocated")
 
+#: Whether c10d holds the Python object of a ``Work`` that a Python process group returns
+#: (``PyProcessGroup::PyWorkHolder``, in 2.13): without it (2.6), C++ that keeps only the work
+#: (the functional collectives) waits on its C++ base once Python drops it. The releases
+#: between are not checked.
+C10D_HOLDS_PYTHON_WORKS = TORCH_VERSION >= (2, 7)
+
 #: The error CPU raises for a subtraction with a bool tensor: ``NotImplementedError`` (a
 #: ``RuntimeError``) on 2.14, ``RuntimeError`` on 2.13 and 2.6; the releases between are not
 #: checked.

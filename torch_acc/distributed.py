@@ -34,6 +34,7 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+from torch._C._distributed_c10d import AllgatherOptions  # dist has it from 2.7 on only
 
 from torch_acc import _compat
 from torch_acc.payload import payload
@@ -256,6 +257,13 @@ def _create(store, rank: int, world_size: int, timeout: timedelta) -> "ProcessGr
     return ProcessGroupAcc(store, rank, world_size, timeout)
 
 
+#: Works that C++ holds and will wait for, kept alive from Python until then: torch releases
+#: whose c10d does not hold a Python work's object itself (``_compat.C10D_HOLDS_PYTHON_WORKS``)
+#: would otherwise wait on the bare C++ base, which nothing completes (the functional
+#: collectives' ``wait_tensor`` hung). A work never waited for stays here.
+_held_works: set = set()
+
+
 class _Work(dist.Work):
     """A staged collective: gloo's works on host copies, and what writes their results back
     into the device tensors (once: by ``wait()`` or by the future's callback)."""
@@ -267,6 +275,8 @@ class _Work(dist.Work):
         self._finish = finish
         self._result = result
         self._lock = threading.Lock()
+        if not _compat.C10D_HOLDS_PYTHON_WORKS:
+            _held_works.add(self)
 
     def _complete(self) -> None:
         with self._lock:
@@ -282,6 +292,7 @@ class _Work(dist.Work):
             raise _failed(self._name, e) from e
 
     def wait(self, timeout: timedelta = timedelta(0)) -> bool:
+        _held_works.discard(self)
         self._wait_inner(timeout)
         self._complete()
         return True
@@ -325,6 +336,7 @@ class _RecvWork(_Work):
             self._future.set_result(self._result)
 
     def wait(self, timeout: timedelta = timedelta(0)) -> bool:
+        _held_works.discard(self)
         self._thread.join()
         if self._error is not None:
             raise self._error
@@ -617,7 +629,7 @@ class ProcessGroupAcc(dist.ProcessGroup):
         )
 
     def allgather(self, output_lists, inputs, opts=None):
-        opts = opts if opts is not None else dist.AllgatherOptions()
+        opts = opts if opts is not None else AllgatherOptions()
         outputs = [t for ts in output_lists for t in ts]
         self._enter("all_gather", [*inputs, *outputs])
         host_in = [self._host(t) for t in inputs]
@@ -631,7 +643,7 @@ class ProcessGroupAcc(dist.ProcessGroup):
         )
 
     def allgather_coalesced(self, output_lists, inputs, opts=None):
-        opts = opts if opts is not None else dist.AllgatherOptions()
+        opts = opts if opts is not None else AllgatherOptions()
         outputs = [t for ts in output_lists for t in ts]
         self._enter("all_gather_coalesced", [*inputs, *outputs])
         host_in = [self._host(t) for t in inputs]
@@ -654,7 +666,7 @@ class ProcessGroupAcc(dist.ProcessGroup):
     def all_gather_single_coalesced(
         self, outputs, inputs, opts=None, name="all_gather_into_tensor_coalesced"
     ):
-        opts = opts if opts is not None else dist.AllgatherOptions()
+        opts = opts if opts is not None else AllgatherOptions()
         self._enter(name, [*inputs, *outputs])
         host_in = [self._host(t) for t in inputs]
         host_out = [self._host_empty(t) for t in outputs]
@@ -701,15 +713,27 @@ class ProcessGroupAcc(dist.ProcessGroup):
         )
 
     def reduce_scatter(self, outputs, input_lists, opts=None):
+        """``reduce_scatter`` of lists, through gloo's ``_reduce_scatter_base`` of each list's
+        concatenation (gloo has no list ``reduce_scatter`` before torch 2.7)."""
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         inputs = [t for ts in input_lists for t in ts]
         self._enter("reduce_scatter", [*outputs, *inputs], self._op_name(opts))
+        for out, ts in zip(outputs, input_lists, strict=True):
+            if len(ts) != self.size() or any(t.numel() != out.numel() for t in ts):
+                raise ValueError(
+                    f"reduce_scatter ({BACKEND} backend): expected {self.size()} input tensors "
+                    f"of {out.numel()} elements each (the output's), but got "
+                    f"{[t.numel() for t in ts]} elements"
+                )
         gloo_opts, average = self._reduce_op(opts)
-        host_in = [[self._host(t) for t in ts] for ts in input_lists]
+        host_in = [torch.cat([self._host(t).reshape(-1) for t in ts]) for ts in input_lists]
         host_out = [self._host_empty(t) for t in outputs]
         return self._run(
             "reduce_scatter",
-            lambda: self._gloo.reduce_scatter(host_out, host_in, gloo_opts),
+            lambda: [
+                self._gloo._reduce_scatter_base(o, i, gloo_opts)
+                for o, i in zip(host_out, host_in, strict=True)
+            ],
             outputs,
             host_out,
             outputs,

@@ -10,6 +10,7 @@
 #include <ATen/InferSize.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/TensorUtils.h>
+#include <ATen/core/VariableHooksInterface.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/detach_ops.h>
 #include <ATen/ops/empty.h>
@@ -730,9 +731,10 @@ Overlap cpuOverlap(
 
 // CPU's rule for a written tensor (argument `i`) and an input on the same
 // payload (at::get_overlap_status): the same elements in the same layout are
-// fine; some of the same elements are an error, unless CPU's kernel accepts
-// them and computes what a payload kernel computes (see Overlap). Layouts
-// that are not dense are not compared, as on CPU.
+// fine unless CPU's answer then depends on the order it writes; some of the
+// same elements are an error, unless CPU's kernel accepts them and computes
+// what a payload kernel computes (see Overlap). Layouts that are not dense are
+// not compared, as on CPU.
 void checkNoPartialOverlap(
     const c10::OperatorHandle& op,
     c10::ArrayRef<c10::IValue> inputs,
@@ -759,15 +761,18 @@ void checkNoPartialOverlap(
     }
     const auto a = out.storage_offset(), a_end = a + out.numel();
     const auto b = in.storage_offset(), b_end = b + in.numel();
-    const bool partial = (a == b && a_end == b_end)
-        ? !out.strides().equals(in.strides())
-        : a < b_end && b < a_end;
-    if (!partial) {
+    const bool same =
+        a == b && a_end == b_end && out.strides().equals(in.strides());
+    if (!same && !(a < b_end && b < a_end)) {
       continue;
     }
+    // The same elements in the same layout: CPU's element-wise kernels take
+    // them, and only an order-dependent answer (mm through a BLAS that clears
+    // its output first, as some do) is refused; some of the same elements: CPU
+    // must accept them.
     const auto cpu = cpuOverlap(op, inputs, i, k);
     TORCH_CHECK(
-        cpu == Overlap::kAllowed,
+        same ? cpu != Overlap::kOrderDependent : cpu == Overlap::kAllowed,
         schema.name(),
         ": unsupported operation: some elements of the input tensor ('",
         args[k].name(),
@@ -2391,22 +2396,45 @@ at::Tensor detachKeepingFreshResult(
 }
 #endif
 
+// The autograd fallback that torch registers for its own devices' Autograd
+// keys (VariableFallbackKernel.cpp): operators without an autograd kernel run
+// below autograd, and their results say that they have no derivative.
+void autogradFallback(
+    const c10::OperatorHandle& op,
+    c10::DispatchKeySet ks,
+    torch::jit::Stack* stack) {
+  at::impl::GetVariableHooks()->basic_autograd_not_implemented_fallback(
+      op, ks, stack);
+}
+
 void registerAutogradKernels() {
-#if TORCH_ACC_DETACH_COPIES_FRESH_RESULT
   static bool done = false;
   if (done) {
     return;
   }
   done = true;
-  libraries().push_back(
-      std::make_unique<torch::Library>(
-          torch::Library::IMPL,
-          "aten",
-          std::optional<c10::DispatchKey>(
-              c10::DispatchKey::AutogradPrivateUse1),
-          __FILE__,
-          __LINE__));
-  libraries().back()->impl("detach", TORCH_FN(detachKeepingFreshResult));
+  const auto autograd_library = [](const char* ns) -> torch::Library& {
+    libraries().push_back(
+        std::make_unique<torch::Library>(
+            torch::Library::IMPL,
+            ns,
+            std::optional<c10::DispatchKey>(
+                c10::DispatchKey::AutogradPrivateUse1),
+            __FILE__,
+            __LINE__));
+    return *libraries().back();
+  };
+  // torch 2.6 leaves AutogradPrivateUse1 without that fallback ("maybe the
+  // extension wants to override it"), so every operator without an autograd
+  // kernel of its own (functional collectives, custom operators) fails under
+  // autograd on PrivateUse1; later releases register it as for CPU.
+  if (!c10::Dispatcher::singleton().hasBackendFallbackForDispatchKey(
+          c10::DispatchKey::AutogradPrivateUse1)) {
+    autograd_library("_").fallback(
+        torch::CppFunction::makeFromBoxedFunction<&autogradFallback>());
+  }
+#if TORCH_ACC_DETACH_COPIES_FRESH_RESULT
+  autograd_library("aten").impl("detach", TORCH_FN(detachKeepingFreshResult));
 #endif
 }
 

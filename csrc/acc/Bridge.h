@@ -85,9 +85,9 @@ void registerViewKernels();
 // `fn(op_name, overload_name, args, kwargs)` with tensors (not payloads).
 void setFallback(py::object fn);
 
-// Registers the PrivateUse1 autograd kernels that stand in for a torch
-// release's own where those lose what a Python backend's kernels return (see
-// compat.h); none on releases that need none.
+// Registers what a torch release lacks for autograd on PrivateUse1: the
+// autograd fallback torch's own devices have, and a detach kernel where
+// torch's loses what a Python backend's kernel returns (see compat.h).
 void registerAutogradKernels();
 
 } // namespace torch::acc
