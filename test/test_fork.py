@@ -189,6 +189,13 @@ class TestFork(TestCase):
                         print([(t.device.type, t.cpu().tolist()) for t in loader])
                     except RuntimeError as e:
                         print(str(e).splitlines()[-1])
+                # Batches collated in the workers: stacked on the device.
+                library.declare_fork_safe(True)
+                loader = torch.utils.data.DataLoader(
+                    Data(), batch_size=3, num_workers=2, multiprocessing_context="fork",
+                    timeout=120,
+                )
+                print([(t.device.type, t.cpu()[:, 0].tolist()) for t in loader])
             """
         )
         lines = out.splitlines()
@@ -197,6 +204,7 @@ class TestFork(TestCase):
             "[('npy', [0.0, 0.0]), ('npy', [2.0, 2.0]), ('npy', [4.0, 4.0]), ('npy', [6.0, 6.0])]",
         )
         self.assertIn(FORK_MESSAGE, lines[1])
+        self.assertEqual(lines[2], "[('npy', [0.0, 2.0, 4.0]), ('npy', [6.0])]")
 
 
 if __name__ == "__main__":

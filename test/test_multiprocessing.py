@@ -249,6 +249,35 @@ class TestSpawn(TestCase):
         )
         self.assertEqual(out.strip(), "[1.0, 2.0]")
 
+    def test_dataloader_default_collate_in_spawned_workers(self):
+        # Workers stack each batch on the device (it has no storage for CUDA's shared-memory
+        # output) and send it through the backend's IPC; tuples collate element by element.
+        out = _run_script(
+            """
+            class Data(torch.utils.data.Dataset):
+                def __len__(self):
+                    return 6
+
+                def __getitem__(self, i):
+                    return torch.full((2,), float(i), device="npy"), i
+
+            if __name__ == "__main__":
+                loader = torch.utils.data.DataLoader(
+                    Data(), batch_size=4, num_workers=2, multiprocessing_context="spawn",
+                    timeout=120,
+                )
+                for x, i in loader:
+                    print(x.device, x.shape, x.cpu()[:, 0].tolist(), i.device, i.tolist())
+            """
+        )
+        self.assertEqual(
+            out.splitlines(),
+            [
+                "npy:0 torch.Size([4, 2]) [0.0, 1.0, 2.0, 3.0] cpu [0, 1, 2, 3]",
+                "npy:0 torch.Size([2, 2]) [4.0, 5.0] cpu [4, 5]",
+            ],
+        )
+
 
 if __name__ == "__main__":
     run_tests()

@@ -962,6 +962,18 @@ are handled as before.
         f"    python test/{series_rules.TEST_PREFIX}fork.py",
     ),
     Patch(
+        "[data] Stack a DataLoader worker's batch of storage-less tensors on their device",
+        """
+A DataLoader worker stacked every batch into a tensor on a new shared-memory storage of the
+batch's device (collate_tensor_fn), which the payload tensors of Python backends do not have:
+default collation failed in workers. A batch of such tensors is now stacked on its device,
+as in the main process, and crosses to the main process through its backend's IPC functions
+(torch.utils._acc.library.impl_ipc), as a CUDA batch goes through CUDA's.
+""",
+        source_change("torch.utils.data._utils.collate"),
+        f"    python test/{series_rules.TEST_PREFIX}fork.py",
+    ),
+    Patch(
         "[inductor] Refuse graphs on a Python backend's device before compiling them",
         """
 Inductor makes tensors of its own on a graph's device (the pattern matcher's examples) before

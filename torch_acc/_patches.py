@@ -14,6 +14,7 @@ import torch
 __all__ = [
     "apply",
     "autocast_device_type",
+    "collates_into_shared_storage",
     "payload_is_shared",
     "prints_through_cpu",
     "reduce_payload_tensor",
@@ -31,7 +32,8 @@ __all__ = [
 #: this literal to make the same change in the source. Each ``old`` is the same in torch 2.6
 #: to 2.14. ``aliases`` names other modules' references to the function, which torch took at
 #: import (``from .graph import _engine_run_backward``): they are rebound at run time; in-tree
-#: they take the changed function at import.
+#: they take the changed function at import. ``registries`` names dicts of ``module`` that hold
+#: the function as a value (``default_collate_fn_map``): rebound the same way.
 SOURCE_CHANGES = (
     {
         "module": "torch._subclasses.meta_utils",
@@ -133,6 +135,23 @@ SOURCE_CHANGES = (
             ),
         ),
         "helper": "refuse_python_backend_graph",
+    },
+    {
+        # A DataLoader worker stacks a batch into a tensor on a new shared-memory storage of
+        # the batch's device; a Python backend's tensors have no storage: their batch is
+        # stacked on the device and crosses to the main process through the backend's IPC
+        # functions (library.impl_ipc), as a CUDA batch goes through CUDA's.
+        "module": "torch.utils.data._utils.collate",
+        "function": "collate_tensor_fn",
+        "lines": (
+            (
+                "if torch.utils.data.get_worker_info() is not None:",
+                "if torch.utils.data.get_worker_info() is not None and "
+                "_collates_into_shared_storage(elem):",
+            ),
+        ),
+        "helper": "collates_into_shared_storage",
+        "registries": ("default_collate_fn_map",),
     },
     {
         "module": "torch.amp.autocast_mode",
@@ -311,6 +330,14 @@ def prints_through_cpu(t: torch.Tensor) -> bool:
     return t.device.type == torch._C._get_privateuse1_backend_name() and _C.is_python_backend()
 
 
+def collates_into_shared_storage(elem) -> bool:
+    """Whether a DataLoader worker stacks a batch of tensors like ``elem`` into a new storage
+    in shared memory: not for the storage-less tensor of a Python backend."""
+    from torch_acc import _C
+
+    return not _C.is_payload_tensor(elem)
+
+
 def autocast_device_type(device_type) -> str:
     """The device type of ``torch.autocast(device_type=None)``: the current accelerator's.
 
@@ -383,6 +410,10 @@ def _apply_source_change(change: dict) -> None:
     setattr(owner, name, changed)
     for holder, attr in aliases:
         setattr(holder, attr, changed)
+    for registry in change.get("registries", ()):
+        table = getattr(module, registry)
+        for key in [k for k, v in table.items() if v is function]:
+            table[key] = changed
 
 
 _ORIGINALS: dict[str, object] = {}
