@@ -1,6 +1,8 @@
 # Owner(s): ["module: PrivateUse1"]
 """Renaming PrivateUse1, the generated methods, the device module, and device names."""
 
+import copy
+
 import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
@@ -149,6 +151,37 @@ tensor([[ 1.5000, -2.0000],
         ):
             _apply_source_change(change)
         self.assertIs(torch._tensor_str._tensor_str, before)
+
+    def test_module_to_keeps_parameter_objects(self):
+        # As on CUDA: Module.to keeps each Parameter object (tied weights stay one parameter,
+        # an optimizer made before keeps training them), and moves gradients with them.
+        torch.manual_seed(0)
+        emb, lin = torch.nn.Embedding(5, 3), torch.nn.Linear(3, 5)
+        lin.weight = emb.weight
+        model = torch.nn.Sequential(emb, lin)
+        ref = copy.deepcopy(model)
+        params = list(model.parameters())
+        model(torch.arange(4)).sum().backward()
+        ref(torch.arange(4)).sum().backward()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model.to("npy")
+        self.assertEqual(list(model.parameters()), params)
+        self.assertIs(model[0].weight, model[1].weight)
+        self.assertEqual(model[0].weight.grad.device.type, "npy")
+        self.assertEqual(model[0].weight.grad.cpu(), ref[0].weight.grad)
+        for m in (model, ref):
+            m.zero_grad()
+        model(torch.arange(4, device="npy")).sum().backward()
+        ref(torch.arange(4)).sum().backward()
+        opt.step()
+        with torch.no_grad():
+            for p in ref.parameters():
+                p -= 0.1 * p.grad
+        model.cpu()
+        self.assertEqual(list(model.parameters()), params)
+        for mine, theirs in zip(model.parameters(), ref.parameters(), strict=True):
+            self.assertEqual(mine.device.type, "cpu")
+            self.assertEqual(mine, theirs)
 
     def test_index_out_of_range(self):
         with self.assertRaisesRegex(ValueError, r"expected a device index in \[0, 1\)"):

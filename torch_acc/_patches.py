@@ -22,6 +22,7 @@ __all__ = [
     "restore_tensor",
     "run_backward",
     "share_payload_memory",
+    "swaps_storage_less_param",
     "untyped_storage_of",
 ]
 
@@ -152,6 +153,23 @@ SOURCE_CHANGES = (
         ),
         "helper": "collates_into_shared_storage",
         "registries": ("default_collate_fn_map",),
+    },
+    {
+        # Module._apply keeps a parameter's Python object when its conversion has a TensorImpl
+        # of a compatible type (param.data = ...), so that tied parameters stay tied and an
+        # optimizer keeps its parameters; a Python backend's payload TensorImpl is not of the
+        # CPU's type, so such a conversion swaps the two tensors instead (swap_tensors), as for
+        # wrapper subclasses.
+        "module": "torch.nn.modules.module",
+        "function": "Module._apply",
+        "lines": (
+            (
+                "is_traceable_wrapper_subclass(param_applied)",
+                "is_traceable_wrapper_subclass(param_applied)\n"
+                "                or _swaps_storage_less_param(param, param_applied)",
+            ),
+        ),
+        "helper": "swaps_storage_less_param",
     },
     {
         "module": "torch.amp.autocast_mode",
@@ -336,6 +354,17 @@ def collates_into_shared_storage(elem) -> bool:
     from torch_acc import _C
 
     return not _C.is_payload_tensor(elem)
+
+
+def swaps_storage_less_param(param, param_applied) -> bool:
+    """Whether ``Module._apply`` swaps ``param`` with its conversion ``param_applied``: where
+    one of them is a Python backend's storage-less tensor, whose TensorImpl the other cannot
+    take in place."""
+    from torch_acc import _C
+
+    return not torch._has_compatible_shallow_copy_type(param, param_applied) and (
+        _C.is_payload_tensor(param) or _C.is_payload_tensor(param_applied)
+    )
 
 
 def autocast_device_type(device_type) -> str:
