@@ -974,6 +974,18 @@ as in the main process, and crosses to the main process through its backend's IP
         f"    python test/{series_rules.TEST_PREFIX}fork.py",
     ),
     Patch(
+        "[nn] Keep Parameter objects when Module.to moves them to or from a Python backend",
+        """
+Module._apply keeps a parameter's Python object when its conversion's TensorImpl is of a
+compatible type (param.data = ...), and otherwise made a new Parameter per module: between a
+CPU tensor and a Python backend's payload tensor that is always so, so tied weights came out
+as two parameters and an optimizer made before .to kept the old ones. Such a conversion now
+swaps the two tensors (torch.utils.swap_tensors), as wrapper subclasses' conversions do.
+""",
+        source_change("torch.nn.modules.module"),
+        f"    python test/{series_rules.TEST_PREFIX}device.py",
+    ),
+    Patch(
         "[inductor] Refuse graphs on a Python backend's device before compiling them",
         """
 Inductor makes tensors of its own on a graph's device (the pattern matcher's examples) before
