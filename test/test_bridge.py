@@ -250,5 +250,21 @@ class TestFrameworkCorrectness(TestCase):
         self.assertEqual(yd.cpu(), y)
 
 
+    def test_operator_without_an_autograd_kernel_under_autograd(self):
+        # As on CPU: an operator with no autograd kernel of its own runs on inputs that
+        # require grad through torch's autograd fallback, which warns in backward (torch 2.6
+        # registers none for PrivateUse1: "Could not run ... from the 'Autogradnpy' backend").
+        lib = torch.library.Library("acc_test_bridge", "DEF")
+        lib.define("twice(Tensor x) -> Tensor")
+        lib.impl("twice", lambda x: x * 2, "CompositeExplicitAutograd")
+        for device in ("cpu", "npy"):
+            with self.subTest(device):
+                x = torch.ones(3, device=device, requires_grad=True)
+                y = torch.ops.acc_test_bridge.twice(x)
+                self.assertEqual(y.cpu(), torch.full((3,), 2.0))
+                with self.assertWarnsRegex(UserWarning, "autograd kernel was not registered"):
+                    y.sum().backward()
+                self.assertEqual(x.grad.cpu(), torch.full((3,), 2.0))
+
 if __name__ == "__main__":
     run_tests()
