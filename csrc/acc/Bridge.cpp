@@ -2397,8 +2397,9 @@ at::Tensor detachKeepingFreshResult(
 #endif
 
 // The autograd fallback that torch registers for its own devices' Autograd
-// keys (VariableFallbackKernel.cpp): operators without an autograd kernel run
-// below autograd, and their results say that they have no derivative.
+// keys (VariableFallbackKernel.cpp): an operator without an autograd kernel
+// runs, and a backward through it warns or raises as
+// torch._C._set_autograd_fallback_mode says.
 void autogradFallback(
     const c10::OperatorHandle& op,
     c10::DispatchKeySet ks,
