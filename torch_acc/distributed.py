@@ -72,8 +72,8 @@ def register(
     moves the host tensors instead of gloo: a c10d backend of CPU tensors (the methods of
     ``torch._C._distributed_c10d.Backend`` that :class:`ProcessGroupAcc` calls: ``allreduce``,
     ``allreduce_coalesced``, ``broadcast``, ``reduce``, ``allgather``, ``allgather_coalesced``,
-    ``_allgather_base``, ``gather``, ``scatter``, ``reduce_scatter``,
-    ``_reduce_scatter_base``, ``alltoall_base``, ``barrier``, ``send``, ``recv``,
+    ``_allgather_base``, ``gather``, ``scatter``, ``_reduce_scatter_base`` (which the
+    list ``reduce_scatter`` goes through too), ``alltoall_base``, ``barrier``, ``send``, ``recv``,
     ``recv_anysource``, ``monitored_barrier``, each returning a ``Work``), such as
     ``ProcessGroupGloo`` itself, MPI's or UCC's, or a Python object with those methods.
     """
