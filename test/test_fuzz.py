@@ -144,6 +144,34 @@ class TestFuzzer(TestCase):
         program = _plant(_base(), Stmt("tv = tq.view(-1, -1)", "planted", ("tv",)))
         self.assertIsNone(fuzz.check(program, "npy"))
 
+    def test_out_grown_by_a_failing_operator_is_no_finding(self):
+        # CPU resizes mm's out= tensor before its kernel refuses bool: the new elements are
+        # uninitialised memory there, so both sides are zeroed (fuzz seeds 727, 1231).
+        program = [
+            Stmt("t0 = mk((3, 2), torch.bool, 1).to(dev)", "create", ("t0",)),
+            Stmt("t1 = mk((), torch.bool, 2).to(dev)", "create", ("t1",)),
+            Stmt("torch.mm(t0, mk((2, 3), torch.bool, 3).to(dev), out=t1)", "mm.out", ("t1",)),
+            Stmt("t2 = t1 + 1", "add", ("t2",)),
+        ]
+        self.assertIsNone(fuzz.check(program, "npy"))
+        cpu = fuzz._env("cpu")
+        for stmt in program[:3]:
+            fuzz._exec(stmt, cpu)
+        self.assertEqual(cpu["t1"].shape, (3, 3))
+
+    def test_order_dependent_refusal_ends_the_program(self):
+        # CPU computes a sum into a view of its own input in its loops' order; the device
+        # refuses with an error that says so, which is documented, not a finding.
+        program = [
+            Stmt("t0 = mk((3, 3, 2), torch.int32, 1).to(dev)", "create", ("t0",)),
+            Stmt("torch.sum(t0, 0, out=t0.unfold(-3, 1, 2))", "sum.out", ("t0",)),
+            Stmt('t1 = t0 + (1 if dev == "cpu" else 2)', "planted", ("t1",)),
+        ]
+        self.assertIsNone(fuzz.check(program, "npy"))
+        acc = fuzz._env("npy")
+        fuzz._exec(program[0], acc)
+        self.assertIn("depends on the order", str(fuzz._exec(program[1], acc)))
+
     def test_planted_stride_dtype_and_shape_differences_found(self):
         cases = {
             "stride": 'tv = t0[None].expand(2, *t0.shape) if dev == "cpu" else '

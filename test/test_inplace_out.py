@@ -129,6 +129,48 @@ class TestOutCasting(TestCase):
         self.assertEqual(shapes["npy"], shapes["cpu"])
         self.assertEqual(shapes["npy"], torch.Size([2]))
 
+    def test_an_out_tensor_that_is_read_too_is_not_resized(self):
+        # TensorIterator refuses to resize an output that is also an input; add's meta
+        # function, written in Python, does not (fuzz seeds 203, 389, 1568).
+        for device in ("cpu", "npy"):
+            with self.subTest(device):
+                x = torch.zeros(0, dtype=torch.float64, device=device)
+                y = torch.zeros(0, 1, dtype=torch.float16, device=device)
+                with self.assertRaisesRegex(
+                    RuntimeError, r"output with shape \[0, 1\] doesn't match the broadcast "
+                    r"shape \[0, 0\]"
+                ):
+                    torch.add(x, y, out=y)
+                z = torch.ones(2, 1, device=device)
+                with self.assertRaisesRegex(
+                    RuntimeError, r"output with shape \[2, 1\]"
+                ), warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UserWarning)  # "... was resized"
+                    torch.mul(torch.ones(3, 1, 1, device=device), z, out=z)
+                self.assertEqual(z.shape, (2, 1))
+
+    def test_a_resized_out_tensor_is_laid_out_as_cpu_lays_it_out(self):
+        # TensorIterator gives a resized output the inputs' layout (fuzz seed 1178).
+        x = torch.arange(6.0).reshape(2, 3)
+        for name, fn in {
+            "transposed": lambda d: torch.add(x.t().to(d), 1, out=torch.empty(0, device=d)),
+            "channels last": lambda d: torch.neg(
+                x.reshape(1, 2, 3, 1).to(d, memory_format=torch.channels_last),
+                out=torch.empty(0, device=d),
+            ),
+            "into a tensor of another shape": lambda d: torch.mul(
+                x.t().to(d), x.t().to(d), out=torch.empty(4, 2, device=d)
+            ),
+            "contiguous": lambda d: torch.mm(
+                x.t().to(d), x.to(d), out=torch.empty(0, device=d)
+            ),
+        }.items():
+            with self.subTest(name), warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # "An output ... was resized"
+                expected, got = fn("cpu"), fn("npy")
+                self.assertEqual(got.stride(), expected.stride())
+                self.assertEqual(got.cpu(), expected)
+
     def test_reductions_compute_in_the_out_dtype(self):
         x = torch.tensor([1.5, 1.5, 1.25], dtype=torch.float64)
         for name, fn in {

@@ -8,6 +8,8 @@ writes: the device refuses that one, with an error that says why. The bridge ask
 kernel, on stand-ins that overlap as the payloads do, which applies.
 """
 
+import warnings
+
 import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
@@ -17,6 +19,9 @@ npy_backend.setup()
 
 OVERLAP = "some elements of the input tensor .* refer to a single memory location"
 ORDER = OVERLAP + r" \(CPU computes this, but its result depends on the order"
+RESIZED = OVERLAP.replace(" refer", r"( \(as resized to fit the result\))? refer") + (
+    r" \(CPU computes this, but its result (depends|can depend) on the order"
+)
 
 ALLOWED, REFUSED, ORDER_DEPENDENT = "allowed", "refused", "order-dependent"
 #: Allowed where CPU's answer equals its answer on clones of the inputs, else order-dependent.
@@ -91,6 +96,33 @@ def _mul_inplace_self(dev):
     return x, lambda: x.mul_(x)
 
 
+def _masked_fill_mask_overlaps(dev):
+    x = torch.tensor([True, False, False], device=dev)
+    return x, lambda: x.masked_fill_(x[:1], True)  # fuzz seed 173
+
+
+def _copy_partial(dev):
+    x = torch.arange(6, device=dev).reshape(3, 2)
+    return x, lambda: x.copy_(x[2:])  # broadcast from its own last row (fuzz seed 1267)
+
+
+def _copy_interleaved(dev):
+    x = torch.arange(8.0, device=dev)
+    return x, lambda: x[::2].copy_(x[1::2])
+
+
+def _copy_shifted_columns(dev, fresh=False):
+    x = torch.arange(6.0, device=dev).reshape(2, 3)
+    src = x[:, :2].clone() if fresh else x[:, :2]
+    return x, lambda: x[:, 1:].copy_(src)  # neither layout is dense: CPU copies in its order
+
+
+def _mul_into_an_expanded_input(dev, fresh=False):
+    x = torch.arange(1.0, 5.0, device=dev)
+    src = x[:2].clone() if fresh else x[:2]
+    return x, lambda: torch.mul(src.expand(2, 2).t(), 3, out=x.view(2, 2))
+
+
 CASES = {
     "sum.out partial": (_sum_partial, ORDER_DEPENDENT),
     "sum.out full": (_sum_full, ORDER_DEPENDENT),
@@ -103,6 +135,28 @@ CASES = {
     "add.out into a transpose": (_add_transposed, REFUSED),
     "mul_ partial": (_mul_inplace_partial, REFUSED),
     "mul_ self": (_mul_inplace_self, ALLOWED),
+    "masked_fill_ with a mask in self": (_masked_fill_mask_overlaps, REFUSED),
+    "copy_ partial": (_copy_partial, REFUSED),
+    "copy_ interleaved": (_copy_interleaved, ALLOWED),
+    "copy_ between layouts CPU cannot compare": (_copy_shifted_columns, CPU_DECIDES),
+    "mul.out from an expanded view of out": (_mul_into_an_expanded_input, CPU_DECIDES),
+}
+
+#: CPU's overlap check sees the out= tensor before it is resized; the elements it then writes
+#: are read too, in the order CPU's loops write them (fuzz seeds 376, 989, 1711, 2616).
+RESIZED_CASES = {
+    "neg.out into a view that grows over self": lambda x: torch.neg(
+        x, out=x[None, ..., -1]
+    ),
+    "mul.out into the base of an expanded input": lambda x: torch.mul(
+        x[0, 0].expand(3, 2), 2, out=x[0, 0]
+    ),
+    "sum.out into an unfolded view of self": lambda x: torch.sum(
+        x, 0, out=x.unfold(0, 1, 2)
+    ),
+    "neg.out into an as_strided view of self": lambda x: torch.neg(
+        x, out=x.as_strided((2, 1), (2, 2), 1)
+    ),
 }
 
 
@@ -134,6 +188,26 @@ class TestOverlap(TestCase):
                     npy_call()
                 # Nothing was written before the error.
                 self.assertEqual(npy_base.cpu(), case("cpu")[0])
+
+    def test_out_resized_over_its_input(self):
+        for name, call in RESIZED_CASES.items():
+            with self.subTest(name), warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # "An output ... was resized"
+                call(torch.arange(18.0).reshape(3, 3, 2))  # CPU computes, in its order
+                with self.assertRaisesRegex(RuntimeError, RESIZED):
+                    call(torch.arange(18.0, device="npy").reshape(3, 3, 2))
+
+    def test_out_resized_beside_its_input(self):
+        # The resized out= tensor shares the payload but none of the elements read.
+        results = {}
+        for dev in ("cpu", "npy"):
+            x = torch.arange(8.0, device=dev)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                torch.neg(x[:2], out=x[4:5])
+            results[dev] = x.cpu()
+        self.assertEqual(results["npy"], results["cpu"])
+        self.assertEqual(results["cpu"][4:6], torch.tensor([-0.0, -1.0]))
 
 
 if __name__ == "__main__":

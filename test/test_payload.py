@@ -79,6 +79,19 @@ class TestWrap(TestCase):
         self.assertEqual(t.stride(), (1, 3))
         self.assertEqual(t.cpu(), torch.from_numpy(np.ascontiguousarray(arr)))
 
+    def test_a_payload_without_elements_is_contiguous(self):
+        # NumPy's strides of an empty array are zeros; torch's empty tensors are contiguous,
+        # which view_as_complex in the backward of .real relies on (fuzz seed 221).
+        for shape in ((1, 0, 2), (3, 0, 2), (0,), (2, 0)):
+            with self.subTest(shape):
+                self.assertEqual(wrap(np.zeros(shape, np.float32)).stride(),
+                                 torch.zeros(shape).stride())
+                self.assertEqual(torch.zeros(shape, device="npy").stride(),
+                                 torch.zeros(shape).stride())
+        x = torch.zeros(1, 0, dtype=torch.complex64, device="npy", requires_grad=True)
+        torch.sigmoid(x).real.sum().backward()
+        self.assertEqual((x.grad.shape, x.grad.stride()), ((1, 0), (1, 1)))
+
     def test_explicit_metadata_and_any_object(self):
         p = Payload((2, 2), "float32")
         t = wrap(p, device="npy:0")

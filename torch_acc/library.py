@@ -254,8 +254,13 @@ def _values(t: torch.Tensor) -> torch.Tensor:
     if t.is_conj():
         value = torch.conj_physical(value)
     if t.is_neg():
-        value = torch.neg(value)
+        value = _negated(value)
     return value
+
+
+def _negated(value: torch.Tensor) -> torch.Tensor:
+    """CPU values negated as CPU resolves a negative view (an empty bool one too)."""
+    return torch._neg_view(value).resolve_neg()
 
 
 def _copy_with_bits(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
@@ -267,7 +272,7 @@ def _copy_with_bits(src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
     # In dst's dtype first, as CPU copies: the bits apply to the values dst holds.
     value = value.to(dst.dtype)
     if dst.is_neg():
-        value = torch.neg(value)
+        value = _negated(value)
     if dst.is_conj():
         value = torch.conj_physical(value)
     _write(dst, _from_cpu(value))
@@ -284,6 +289,8 @@ def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False)
             f"output with shape {list(dst.shape)} doesn't match the broadcast shape "
             f"{list(torch.broadcast_shapes(dst.shape, src.shape))}"
         )
+    if _on_device(src) and _on_device(dst):
+        _C.check_copy_overlap(dst, src)
     if src.is_conj() or dst.is_conj() or src.is_neg() or dst.is_neg():
         return _copy_with_bits(src, dst)
     if not _on_device(dst):

@@ -207,10 +207,16 @@ class PayloadFields {
     return own ? std::move(*own) : c10::contiguous_strides(sizes);
   }
 
-  // The payload's strides in elements, or nullopt when it does not say.
+  // The payload's strides in elements, or nullopt when it does not say. A
+  // payload without elements has no layout to keep (NumPy's strides are then
+  // zeros): it is contiguous, as torch's empty tensors are.
   std::optional<c10::DimVector> maybeStrides(
       c10::IntArrayRef sizes,
       c10::ScalarType dtype) const {
+    if (c10::multiply_integers(sizes) == 0 &&
+        (describesItself() || maybeAttr(attrNames().strides))) {
+      return c10::contiguous_strides(sizes);
+    }
     if (tensor_ != nullptr) {
       return c10::DimVector(tensor_->strides());
     }
@@ -506,62 +512,100 @@ int64_t extent(const at::Tensor& t) {
   return last + 1;
 }
 
-// A tensor on `device` (meta, or the CPU filled with `fill`) with the metadata
-// of `t`:
-// what the operator's meta function is given in place of a tensor on the
-// device.
-at::Tensor standIn(const at::Tensor& t, c10::DeviceType device, int fill) {
-  // CPU scalars stay: operators take them beside tensors of any device.
-  if (!t.defined() || t.device().type() == device ||
-      (t.dim() == 0 && t.is_cpu())) {
-    return t;
-  }
-  auto out = at::empty_strided(
-      t.sizes(), t.strides(), t.options().device(c10::Device(device)));
-  if (device != c10::kMeta) {
-    out.fill_(fill);
-  }
-  return out;
+// `n` CPU values 1, 2, ... 7, 1, 2... of `dtype`: small, non-zero (no division
+// by zero) and different from their neighbours.
+at::Tensor distinctValues(int64_t n, c10::ScalarType dtype) {
+  return at::arange(n, at::kLong).remainder_(7).add_(1).to(dtype);
 }
 
-c10::IValue standIn(
-    const c10::IValue& value,
-    c10::DeviceType device,
-    int fill) {
-  if (value.isTensor()) {
-    return standIn(value.toTensor(), device, fill);
-  }
-  if (value.isTensorList()) {
-    c10::List<at::Tensor> out;
-    for (const auto& t : value.toTensorVector()) {
-      out.push_back(standIn(t, device, fill));
+// Runs CPU's kernel of `op` on stand-ins (what it decides, not what it
+// computes), without its warnings: the meta function has given them once.
+void runOnCpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  struct Discard final : c10::WarningHandler {
+    void process(const c10::Warning& /*warning*/) override {}
+  };
+  Discard discard;
+  const c10::WarningUtils::WarningHandlerGuard guard(&discard);
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+}
+
+// Tensors on `device` (meta, or the CPU filled with `fill`) with the metadata
+// of the arguments: what the operator's meta function, or CPU's kernel, is
+// given in place of tensors on the device. A tensor given for several
+// arguments (an out= tensor that is also an input) has one stand-in: CPU's
+// rules for an output that is also read depend on it.
+class StandIns {
+ public:
+  // `fill` for values that differ from one element to the next.
+  static constexpr int kDistinct = -1;
+
+  StandIns(c10::DeviceType device, int fill) : device_(device), fill_(fill) {}
+
+  at::Tensor operator()(const at::Tensor& t) {
+    // CPU scalars stay: operators take them beside tensors of any device.
+    if (!t.defined() || t.device().type() == device_ ||
+        (t.dim() == 0 && t.is_cpu())) {
+      return t;
     }
+    for (const auto& [impl, standIn] : seen_) {
+      if (impl == t.unsafeGetTensorImpl()) {
+        return standIn;
+      }
+    }
+    auto out = at::empty_strided(
+        t.sizes(), t.strides(), t.options().device(c10::Device(device_)));
+    if (device_ != c10::kMeta && fill_ == kDistinct) {
+      out = distinctValues(extent(out), t.scalar_type())
+                .as_strided(t.sizes(), t.strides(), 0);
+    } else if (device_ != c10::kMeta) {
+      out.fill_(fill_);
+    }
+    seen_.emplace_back(t.unsafeGetTensorImpl(), out);
     return out;
   }
-  if (value.isList()) {
-    const auto list = value.toList();
-    if (list.elementType()->isSubtypeOf(*c10::OptionalType::ofTensor())) {
-      c10::List<std::optional<at::Tensor>> out;
-      for (const c10::IValue item : list) {
-        out.push_back(
-            item.isTensor() ? std::optional<at::Tensor>(
-                                  standIn(item.toTensor(), device, fill))
-                            : std::nullopt);
+
+  c10::IValue operator()(const c10::IValue& value) {
+    if (value.isTensor()) {
+      return (*this)(value.toTensor());
+    }
+    if (value.isTensorList()) {
+      c10::List<at::Tensor> out;
+      for (const auto& t : value.toTensorVector()) {
+        out.push_back((*this)(t));
       }
       return out;
     }
+    if (value.isList()) {
+      const auto list = value.toList();
+      if (list.elementType()->isSubtypeOf(*c10::OptionalType::ofTensor())) {
+        c10::List<std::optional<at::Tensor>> out;
+        for (const c10::IValue item : list) {
+          out.push_back(
+              item.isTensor()
+                  ? std::optional<at::Tensor>((*this)(item.toTensor()))
+                  : std::nullopt);
+        }
+        return out;
+      }
+    }
+    return value;
   }
-  return value;
-}
+
+ private:
+  c10::DeviceType device_;
+  int fill_;
+  c10::SmallVector<std::pair<const c10::TensorImpl*, at::Tensor>, 4> seen_;
+};
 
 torch::jit::Stack standIns(
     c10::ArrayRef<c10::IValue> inputs,
     c10::DeviceType device,
     int fill = 0) {
+  StandIns make(device, fill);
   torch::jit::Stack stack;
   stack.reserve(inputs.size());
   for (const auto& value : inputs) {
-    stack.push_back(standIn(value, device, fill));
+    stack.push_back(make(value));
   }
   return stack;
 }
@@ -574,7 +618,7 @@ bool cpuRefuses(
     c10::ArrayRef<c10::IValue> inputs) {
   auto zeros = standIns(inputs, c10::kCPU, 0);
   try {
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &zeros);
+    runOnCpu(op, &zeros);
     return false;
   } catch (const c10::NotImplementedError&) {
     return false; // No CPU kernel to ask.
@@ -582,7 +626,7 @@ bool cpuRefuses(
   }
   auto ones = standIns(inputs, c10::kCPU, 1);
   try {
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &ones);
+    runOnCpu(op, &ones);
     return false;
   } catch (const std::exception&) {
     return true;
@@ -638,7 +682,7 @@ std::optional<torch::jit::Stack> runMeta(
       std::rethrow_exception(refused);
     }
     auto cpu = standIns(inputs, c10::kCPU, 0);
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
+    runOnCpu(op, &cpu);
   }
   return refused || !compared ? std::nullopt
                               : std::make_optional(std::move(stack));
@@ -647,26 +691,86 @@ std::optional<torch::jit::Stack> runMeta(
 // CPU's structured kernels resize their out= tensors (in the meta function)
 // before the kernel runs, so an error the kernel then raises leaves them
 // resized: the same with the meta function's results, before a payload
-// kernel runs. out= tensors are the returns, in order.
-void resizeOutputs(
-    const c10::FunctionSchema& schema,
+// kernel runs. out= tensors are the returns, in order. A resized tensor is
+// contiguous, except where CPU's kernel lays it out as its inputs (a
+// TensorIterator output follows the inputs' strides; meta functions written
+// in Python do not): with an input that is not contiguous, CPU's kernel on
+// stand-ins decides. Returns the arguments resized.
+c10::SmallVector<size_t, 1> resizeOutputs(
+    const c10::OperatorHandle& op,
     c10::ArrayRef<c10::IValue> inputs,
     const torch::jit::Stack& meta) {
+  const auto& args = op.schema().arguments();
+  c10::SmallVector<std::pair<size_t, c10::IntArrayRef>, 1> resizes;
   size_t j = 0;
   for (size_t i = 0; i < inputs.size() && j < meta.size(); ++i) {
-    if (!schema.arguments()[i].is_out()) {
+    if (!args[i].is_out()) {
       continue;
     }
     const auto& result = meta[j++];
-    if (!inputs[i].isTensor() || !result.isTensor()) {
-      continue;
-    }
-    auto out = inputs[i].toTensor();
-    const auto& sizes = result.toTensor().sizes();
-    if (out.defined() && out.sizes() != sizes) {
-      out.resize_(sizes);
+    if (inputs[i].isTensor() && result.isTensor() &&
+        inputs[i].toTensor().defined() &&
+        inputs[i].toTensor().sizes() != result.toTensor().sizes()) {
+      resizes.emplace_back(i, result.toTensor().sizes());
     }
   }
+  const auto laid_out = [](const c10::IValue& value) {
+    return value.isTensor() && value.toTensor().defined() &&
+        value.toTensor().numel() > 1 && !value.toTensor().is_contiguous();
+  };
+  // An out= tensor that is also an input: CPU's TensorIterator refuses to
+  // resize it, which meta functions written in Python do not check.
+  const auto read_too = [&](size_t i) {
+    const auto* impl = inputs[i].toTensor().unsafeGetTensorImpl();
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      if (k != i && inputs[k].isTensor() &&
+          inputs[k].toTensor().unsafeGetTensorImpl() == impl) {
+        return true;
+      }
+    }
+    return false;
+  };
+  const bool must_ask =
+      std::any_of(resizes.begin(), resizes.end(), [&](const auto& r) {
+        return read_too(r.first);
+      });
+  // CPU's out= stand-ins, as CPU's kernel resized them; none where it raised
+  // (it raises too, after resizing: contiguous will do), unless CPU raises
+  // for a resized tensor that is read too.
+  c10::SmallVector<at::Tensor, 1> cpu_outs;
+  if (must_ask ||
+      (!resizes.empty() &&
+       std::any_of(inputs.begin(), inputs.end(), laid_out))) {
+    for (const int fill : {0, 1}) {
+      auto cpu = standIns(inputs, c10::kCPU, fill);
+      cpu_outs.clear();
+      for (const auto& [i, sizes] : resizes) {
+        cpu_outs.push_back(cpu[i].toTensor());
+      }
+      try {
+        runOnCpu(op, &cpu);
+        break;
+      } catch (const std::exception&) {
+        cpu_outs.clear();
+        if (fill == 1 && must_ask) {
+          throw;
+        }
+      }
+    }
+  }
+  c10::SmallVector<size_t, 1> resized;
+  for (size_t r = 0; r < resizes.size(); ++r) {
+    const auto& [i, sizes] = resizes[r];
+    auto out = inputs[i].toTensor();
+    out.resize_(sizes);
+    if (r < cpu_outs.size() && cpu_outs[r].sizes().equals(sizes) &&
+        !cpu_outs[r].strides().equals(out.strides()) &&
+        cpu_outs[r].is_non_overlapping_and_dense()) {
+      out.as_strided_(sizes, cpu_outs[r].strides(), out.storage_offset());
+    }
+    resized.push_back(i);
+  }
+  return resized;
 }
 
 // What CPU does where the written tensor (argument `i`) and the input `k`
@@ -696,53 +800,80 @@ Overlap cpuOverlap(
   if (in.scalar_type() != out.scalar_type()) {
     return Overlap::kRefused;
   }
-  const auto values = at::arange(std::max(extent(out), extent(in)), at::kLong)
-                          .remainder_(7)
-                          .add_(1)
-                          .to(out.scalar_type());
-  // The written elements after CPU's kernel ran, or nullopt where it raised.
-  const auto run = [&](bool shared) -> std::optional<at::Tensor> {
-    auto stack = standIns(inputs, c10::kCPU, 1);
+  const auto values =
+      distinctValues(std::max(extent(out), extent(in)), out.scalar_type());
+  // The written elements after CPU's kernel ran, or nullopt where it raised,
+  // with the other tensor arguments filled with `fill`.
+  const auto run = [&](bool shared, int fill) -> std::optional<at::Tensor> {
+    auto stack = standIns(inputs, c10::kCPU, fill);
     const auto written = values.clone();
     const auto read = shared ? written : values.clone();
     const auto result =
         written.as_strided(out.sizes(), out.strides(), out.storage_offset());
-    stack[i] = result;
-    stack[k] = read.as_strided(in.sizes(), in.strides(), in.storage_offset());
+    const auto source =
+        read.as_strided(in.sizes(), in.strides(), in.storage_offset());
+    // Every argument that is `out` or `in` (a tensor given twice): the
+    // written one is `out`, the others read `in` (`mm(a, a, out=a)`).
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      if (!inputs[j].isTensor()) {
+        continue;
+      }
+      const auto* impl = inputs[j].toTensor().unsafeGetTensorImpl();
+      if (j == i) {
+        stack[j] = result;
+      } else if (j == k || impl == in.unsafeGetTensorImpl()) {
+        stack[j] = source;
+      } else if (impl == out.unsafeGetTensorImpl()) {
+        stack[j] = result;
+      }
+    }
     try {
-      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
+      runOnCpu(op, &stack);
     } catch (const std::exception&) {
       return std::nullopt;
     }
     return result;
   };
-  const auto apart = run(false);
-  const auto together = run(true);
-  if (!apart || !together) {
-    return Overlap::kRefused;
+  const auto same = [](const at::Tensor& a, const at::Tensor& b) {
+    return a.sizes() == b.sizes() &&
+        (a.is_floating_point() || a.is_complex()
+             ? at::isclose(a, b, 0, 0, /*equal_nan=*/true).all().item<bool>()
+             : a.equal(b));
+  };
+  // The other arguments as ones first (index tensors stay in range), then,
+  // where CPU takes them, as distinct values: a product with ones would hide
+  // an element read after it was written.
+  for (const int fill : {1, StandIns::kDistinct}) {
+    const auto apart = run(false, fill);
+    const auto together = run(true, fill);
+    if (!apart || !together) {
+      return fill == 1 ? Overlap::kRefused : Overlap::kAllowed;
+    }
+    if (!same(*apart, *together)) {
+      return Overlap::kOrderDependent;
+    }
   }
-  const bool same = apart->is_floating_point() || apart->is_complex()
-      ? at::isclose(*apart, *together, 0, 0, /*equal_nan=*/true)
-            .all()
-            .item<bool>()
-      : apart->equal(*together);
-  return same ? Overlap::kAllowed : Overlap::kOrderDependent;
+  return Overlap::kAllowed;
 }
 
-// CPU's rule for a written tensor (argument `i`) and an input on the same
-// payload (at::get_overlap_status): the same elements in the same layout are
-// fine unless CPU's answer then depends on the order it writes; some of the
-// same elements are an error, unless CPU's kernel accepts them and computes
-// what a payload kernel computes (see Overlap). Layouts that are not dense are
-// not compared, as on CPU.
-void checkNoPartialOverlap(
+// CPU's rule for a written tensor (argument `i`) and the inputs on the same
+// payload. CPU's overlap check (at::get_overlap_status) compares dense layouts
+// only: the same elements in the same layout are fine, some of the same
+// elements are an error. Where it lets the kernel run on shared elements (the
+// same layout, or layouts it cannot compare), CPU computes in the order it
+// writes, which a payload kernel, computing from the inputs as they were, may
+// not match: CPU's kernel on stand-ins decides (see Overlap), and an
+// order-dependent answer is refused. `resized`: the written tensor was just
+// resized, after CPU's check (the layout it is written in, not the one CPU's
+// check saw), so only the order matters.
+void checkOverlap(
     const c10::OperatorHandle& op,
     c10::ArrayRef<c10::IValue> inputs,
-    size_t i) {
+    size_t i,
+    bool resized = false) {
   const at::Tensor& out = inputs[i].toTensor();
   auto* written = maybePayloadImpl(out);
-  if (written == nullptr || out.numel() == 0 ||
-      !out.is_non_overlapping_and_dense()) {
+  if (written == nullptr || out.numel() == 0) {
     return;
   }
   const auto& schema = op.schema();
@@ -755,34 +886,40 @@ void checkNoPartialOverlap(
     }
     const at::Tensor& in = inputs[k].toTensor();
     auto* read = maybePayloadImpl(in);
-    if (read == nullptr || read->slot() != written->slot() || in.numel() == 0 ||
-        !in.is_non_overlapping_and_dense()) {
+    if (read == nullptr || read->slot() != written->slot() || in.numel() == 0) {
       continue;
     }
-    const auto a = out.storage_offset(), a_end = a + out.numel();
-    const auto b = in.storage_offset(), b_end = b + in.numel();
+    const auto a = out.storage_offset(), a_end = extent(out);
+    const auto b = in.storage_offset(), b_end = extent(in);
+    if (!(a < b_end && b < a_end)) {
+      continue;
+    }
+    const bool dense =
+        out.is_non_overlapping_and_dense() && in.is_non_overlapping_and_dense();
     const bool same =
-        a == b && a_end == b_end && out.strides().equals(in.strides());
-    if (!same && !(a < b_end && b < a_end)) {
-      continue;
-    }
-    // The same elements in the same layout: CPU's element-wise kernels take
-    // them, and only an order-dependent answer (mm through a BLAS that clears
-    // its output first, as some do) is refused; some of the same elements: CPU
-    // must accept them.
+        dense && a == b && a_end == b_end && out.strides().equals(in.strides());
+    // Elements CPU's check sees as shared: its error unless CPU's kernel takes
+    // them and computes what a payload kernel computes.
+    const bool partial = dense && !same && !resized;
     const auto cpu = cpuOverlap(op, inputs, i, k);
+    const bool allowed = partial
+        ? cpu == Overlap::kAllowed
+        : cpu != Overlap::kOrderDependent && (same || cpu == Overlap::kAllowed);
     TORCH_CHECK(
-        same ? cpu != Overlap::kOrderDependent : cpu == Overlap::kAllowed,
+        allowed,
         schema.name(),
         ": unsupported operation: some elements of the input tensor ('",
         args[k].name(),
         "') and the written-to tensor ('",
         args[i].name(),
-        "') refer to a single memory location",
-        cpu == Overlap::kOrderDependent
+        "')",
+        resized ? " (as resized to fit the result)" : "",
+        " refer to a single memory location",
+        cpu == Overlap::kOrderDependent || resized
             ? c10::str(
-                  " (CPU computes this, but its result depends on the order "
-                  "in which it writes them; the ",
+                  " (CPU computes this, but its result ",
+                  cpu == Overlap::kOrderDependent ? "depends" : "can depend",
+                  " on the order in which it writes them; the ",
                   c10::get_privateuse1_backend(),
                   " backend computes from the input as it was)")
             : std::string(),
@@ -887,12 +1024,20 @@ class PythonKernel final : public c10::OperatorKernel {
     const auto n = args_.size();
     const GilForCall gil; // see Shutdown.h
     auto inputs = torch::jit::last(*stack, n);
-    // out=: CPU's argument checks before anything is written.
+    // CPU's argument checks before anything is written: overlaps (on the
+    // layouts before out= tensors are resized, as CPU's), then out=.
+    for (size_t i = 0; i < n; ++i) {
+      if (args_[i].mutated && inputs[i].isTensor()) {
+        checkOverlap(op_, inputs, i);
+      }
+    }
     std::optional<torch::jit::Stack> meta;
     if (has_out_ || checking()) {
       meta = runMeta(op_, inputs);
       if (has_out_ && meta) {
-        resizeOutputs(op_.schema(), inputs, *meta);
+        for (const auto i : resizeOutputs(op_, inputs, *meta)) {
+          checkOverlap(op_, inputs, i, /*resized=*/true);
+        }
       }
     }
     Call call;
@@ -908,7 +1053,6 @@ class PythonKernel final : public c10::OperatorKernel {
         continue;
       }
       if (args_[i].mutated && inputs[i].isTensor()) {
-        checkNoPartialOverlap(op_, inputs, i);
         if (!meta && sharesElements(inputs[i].toTensor())) {
           // Whether CPU refuses to write into it depends on the operator:
           // its meta function raises CPU's error where CPU does.
@@ -1912,15 +2056,20 @@ void fallbackKernel(
   py::list args;
   py::dict kwargs;
   auto inputs = torch::jit::last(*stack, n);
-  if (hasOutArguments(schema)) {
-    // CPU's argument checks before anything is written.
-    for (size_t i = 0; i < n; ++i) {
-      if (schema.arguments()[i].is_out() && inputs[i].isTensor()) {
-        checkNoPartialOverlap(op, inputs, i);
-      }
+  // CPU's argument checks before anything is written: overlaps with what an
+  // in-place or out= overload writes (on the layouts before out= tensors are
+  // resized, as CPU's), then out=.
+  for (size_t i = 0; i < n; ++i) {
+    const auto* alias = schema.arguments()[i].alias_info();
+    if (alias != nullptr && alias->isWrite() && inputs[i].isTensor()) {
+      checkOverlap(op, inputs, i);
     }
+  }
+  if (hasOutArguments(schema)) {
     if (const auto meta = runMeta(op, inputs)) {
-      resizeOutputs(schema, inputs, *meta);
+      for (const auto i : resizeOutputs(op, inputs, *meta)) {
+        checkOverlap(op, inputs, i, /*resized=*/true);
+      }
     }
   }
   for (size_t i = 0; i < n; ++i) {
@@ -2126,6 +2275,13 @@ at::Tensor wrap(
   auto slot = c10::make_intrusive<PayloadSlot>(device_index);
   slot->bind(payload, s, st_strides, st);
   return makePayloadTensor(std::move(slot), st, device_index, s, st_strides, 0);
+}
+
+void checkCopyOverlap(const at::Tensor& dst, const at::Tensor& src) {
+  static const auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
+  const std::array<c10::IValue, 3> inputs{dst, src, false};
+  checkOverlap(op, inputs, 0);
 }
 
 at::Tensor resolveBits(const at::Tensor& t) {

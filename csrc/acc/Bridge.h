@@ -63,6 +63,11 @@ at::Tensor resolveBits(const at::Tensor& t);
 // another (or returns a new one, for immutable payloads).
 void setCopyFunction(py::object fn);
 
+// CPU's overlap rules for `dst.copy_(src)` on one payload (ATen's copy_
+// leaves a device it does not know to _copy_from before its checks): an error
+// where CPU raises, or where CPU's answer depends on the order it copies.
+void checkCopyOverlap(const at::Tensor& dst, const at::Tensor& src);
+
 // Turns the comparison of every kernel result with the operator's meta
 // function on or off; returns whether it was on.
 bool setCheckKernels(bool enabled);

@@ -497,6 +497,13 @@ void initBindings(PyObject* module) {
       "the payload of a tensor that shares it with others.");
 
   m.def(
+      "check_copy_overlap",
+      &checkCopyOverlap,
+      py::arg("dst"),
+      py::arg("src"),
+      "Raises CPU's error where dst.copy_(src) writes elements it reads.");
+
+  m.def(
       "set_check_kernels",
       &setCheckKernels,
       py::arg("enabled"),

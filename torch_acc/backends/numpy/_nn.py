@@ -1168,12 +1168,16 @@ def _shrink_backward(g, x, lambd):
 
 
 def _sigmoid_backward(gy, y):
+    if y.dtype.kind == "c":  # CPU's complex kernel: gy * conj((1 - y) * y)
+        return _out(gy * np.conj((1 - y) * y), y.dtype)
     dtype, cdt = _compute_dtype("sigmoid_backward", y)
     g, yc = _f(gy, cdt), _f(y, cdt)
     return _out(g * (1 - yc) * yc, dtype)
 
 
 def _tanh_backward(gy, y):
+    if y.dtype.kind == "c":  # CPU's complex kernel: gy * conj(1 - y * y)
+        return _out(gy * np.conj(1 - y * y), y.dtype)
     dtype, cdt = _compute_dtype("tanh_backward", y)
     g, yc = _f(gy, cdt), _f(y, cdt)
     return _out(g * (1 - yc * yc), dtype)
