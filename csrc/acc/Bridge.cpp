@@ -873,7 +873,10 @@ void checkOverlap(
     bool resized = false) {
   const at::Tensor& out = inputs[i].toTensor();
   auto* written = maybePayloadImpl(out);
-  if (written == nullptr || out.numel() == 0) {
+  // A written tensor some of whose elements share memory gets CPU's error for
+  // that (its meta function, or copy_into), which CPU raises first.
+  if (written == nullptr || out.numel() == 0 ||
+      at::has_internal_overlap(out) == at::MemOverlap::Yes) {
     return;
   }
   const auto& schema = op.schema();
