@@ -189,6 +189,26 @@ class TestOverlap(TestCase):
                 # Nothing was written before the error.
                 self.assertEqual(npy_base.cpu(), case("cpu")[0])
 
+    def test_cpu_is_asked_each_question(self):
+        # The answers are remembered by operator, layouts and the other arguments' values:
+        # multiplying by one reads the written elements back unchanged, by two it does not.
+        for factor, kind in ((1.0, ALLOWED), (2.0, ORDER_DEPENDENT), (1.0, ALLOWED)):
+            with self.subTest(factor=factor):
+                results = {}
+                for dev in ("cpu", "npy"):
+                    x = torch.arange(1.0, 5.0, device=dev)
+                    try:
+                        torch.mul(x[:2].expand(2, 2), factor, out=x.view(2, 2))
+                    except RuntimeError as e:
+                        results[dev] = e
+                    else:
+                        results[dev] = x.cpu()
+                if kind == ALLOWED:
+                    self.assertEqual(results["npy"], results["cpu"])
+                else:
+                    self.assertIsInstance(results["cpu"], torch.Tensor)
+                    self.assertRegex(str(results["npy"]), ORDER)
+
     def test_out_resized_over_its_input(self):
         for name, call in RESIZED_CASES.items():
             with self.subTest(name), warnings.catch_warnings():

@@ -289,13 +289,14 @@ def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False)
             f"output with shape {list(dst.shape)} doesn't match the broadcast shape "
             f"{list(torch.broadcast_shapes(dst.shape, src.shape))}"
         )
-    if _on_device(src) and _on_device(dst):
+    src_here, dst_here = _on_device(src), _on_device(dst)
+    if src_here and dst_here:
         _C.check_copy_overlap(dst, src)
     if src.is_conj() or dst.is_conj() or src.is_neg() or dst.is_neg():
         return _copy_with_bits(src, dst)
-    if not _on_device(dst):
+    if not dst_here:
         dst.copy_(_to_cpu(src))
-    elif _on_device(src):
+    elif src_here:
         _write(dst, _C.payload(src))
     elif src.device.type == "cpu":
         _write(dst, _from_cpu(src.detach()))

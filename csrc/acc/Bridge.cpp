@@ -31,7 +31,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
 #include <tuple>
 #include <unordered_map>
 
@@ -786,11 +790,59 @@ enum class Overlap : uint8_t {
   kOrderDependent,
 };
 
+// What cpuOverlap's answer depends on: the operator, which arguments share
+// elements, every argument's dtype and layout (the shared two's relative
+// offset too) and the other arguments' values. The stand-ins' values are the
+// bridge's own, so the same question gets the same answer.
+std::string overlapQuestion(
+    const c10::OperatorHandle& op,
+    c10::ArrayRef<c10::IValue> inputs,
+    size_t i,
+    size_t k) {
+  std::ostringstream key;
+  key.precision(std::numeric_limits<double>::max_digits10);
+  key << op.schema().name() << '.' << op.schema().overload_name() << '/' << i
+      << '/' << k;
+  const auto base = inputs[i].toTensor().storage_offset();
+  const auto layout = [&](const at::Tensor& t) {
+    if (!t.defined()) {
+      key << "|-";
+    } else if (t.dim() == 0 && t.is_cpu()) {
+      key << '|' << t.scalar_type() << '=' << t.item();
+    } else {
+      key << '|' << t.scalar_type() << t.sizes() << t.strides();
+    }
+  };
+  for (size_t j = 0; j < inputs.size(); ++j) {
+    const auto& value = inputs[j];
+    if (value.isTensor()) {
+      layout(value.toTensor());
+      if (j == i || j == k) {
+        key << '@' << value.toTensor().storage_offset() - base;
+      }
+    } else if (value.isTensorList()) {
+      for (const auto& t : value.toTensorVector()) {
+        layout(t);
+      }
+    } else if (
+        value.isList() &&
+        value.toList().elementType()->isSubtypeOf(
+            *c10::OptionalType::ofTensor())) {
+      for (const c10::IValue item : value.toList()) {
+        layout(item.isTensor() ? item.toTensor() : at::Tensor());
+      }
+    } else {
+      key << '|' << value;
+    }
+  }
+  return key.str();
+}
+
 // Asks CPU's kernel, on stand-ins with the same distinct values: once with
 // `out` and `in` on one buffer, laid out as on their payload, and once on
 // separate buffers. Refused where CPU cannot be asked (no CPU kernel, or a
 // different dtype, so that one buffer cannot stand for both).
-Overlap cpuOverlap(
+Overlap askCpuOverlap(
     const c10::OperatorHandle& op,
     c10::ArrayRef<c10::IValue> inputs,
     size_t i,
@@ -854,6 +906,33 @@ Overlap cpuOverlap(
     }
   }
   return Overlap::kAllowed;
+}
+
+// askCpuOverlap, remembered: an in-place or out= call on its own input
+// (`x.neg_()`, `torch.add(x, y, out=x)`) asks once per operator and layout, not
+// at every call.
+Overlap cpuOverlap(
+    const c10::OperatorHandle& op,
+    c10::ArrayRef<c10::IValue> inputs,
+    size_t i,
+    size_t k) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, Overlap> answers;
+  auto question = overlapQuestion(op, inputs, i, k);
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto found = answers.find(question);
+    if (found != answers.end()) {
+      return found->second;
+    }
+  }
+  const auto answer = askCpuOverlap(op, inputs, i, k);
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (answers.size() >= 4096) {
+    answers.clear();
+  }
+  answers.emplace(std::move(question), answer);
+  return answer;
 }
 
 // CPU's rule for a written tensor (argument `i`) and the inputs on the same
