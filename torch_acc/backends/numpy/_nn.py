@@ -2,10 +2,10 @@
 softmax, losses, activations, and their gradients.
 
 Floating-point inputs only (float16 and bfloat16 are computed in float32 and cast back),
-but for ``relu`` and ``hardtanh``, which take integers too, as on CPU; other dtypes raise a
-``NotImplementedError`` (CPU's error for a dtype a kernel lacks) naming the operator and the
-backend. Convolutions are im2col (``sliding_window_view``) and a ``tensordot``, which NumPy
-hands to BLAS.
+but for ``relu``, ``hardtanh`` and ``threshold``, which take integers too, as on CPU; other
+dtypes raise a ``NotImplementedError`` (CPU's error for a dtype a kernel lacks) naming the
+operator and the backend. Convolutions are im2col (``sliding_window_view``) and a
+``tensordot``, which NumPy hands to BLAS.
 """
 
 import itertools
@@ -15,7 +15,7 @@ import ml_dtypes
 import numpy as np
 import torch
 
-from ._common import checked_scalar, DEVICE
+from ._common import checked_scalar, DEVICE, unsupported
 
 _as_strided = np.lib.stride_tricks.as_strided
 _HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
@@ -1134,7 +1134,32 @@ def _hardtanh_backward(g, x, min_val, max_val):
 
 
 def _leaky_relu(x, negative_slope=0.01):
-    return np.where(x > 0, x, x * np.asarray(negative_slope, x.dtype))
+    return np.where(x > 0, x, x * checked_scalar(negative_slope, x.dtype))
+
+
+def _threshold(x, threshold, value):
+    """CPU's ``threshold``: ``value`` where ``x <= threshold``, for every dtype but bool and
+    complex; the scalars converted (checked) to the dtype, the threshold of float16 and
+    bfloat16 to float, which they are compared in."""
+    dtype = x.dtype
+    if dtype.kind in "bc":
+        raise unsupported("threshold", dtype)
+    cdt = np.dtype(np.float32) if dtype in _HALF else dtype
+    value = checked_scalar(value, dtype)
+    return _out(np.where(_f(x, cdt) <= checked_scalar(threshold, cdt), value, x), dtype)
+
+
+def _hardsigmoid(x):
+    return np.minimum(np.maximum(x + 3, 0), 6) / np.asarray(6, x.dtype)
+
+
+def _hardswish(x):
+    return x * np.minimum(np.maximum(x + 3, 0), 6) / np.asarray(6, x.dtype)
+
+
+def _hardshrink(x, lambd=0.5):
+    lambd = checked_scalar(lambd, x.dtype)
+    return np.where((x >= -lambd) & (x <= lambd), np.zeros((), x.dtype), x)
 
 
 def _leaky_relu_backward(g, x, negative_slope, self_is_result):
@@ -1581,6 +1606,10 @@ KERNELS = {
     "hardtanh": _hardtanh,
     "hardtanh_backward": _activation_backward("hardtanh_backward", _hardtanh_backward),
     "leaky_relu": _activation("leaky_relu", _leaky_relu),
+    "threshold": _threshold,
+    "hardsigmoid": _activation("hardsigmoid", _hardsigmoid),
+    "hardswish": _activation("hardswish", _hardswish),
+    "hardshrink": _activation("hardshrink", _hardshrink),
     "leaky_relu_backward": _activation_backward("leaky_relu_backward", _leaky_relu_backward),
     "elu": _activation("elu", _elu),
     "elu_backward": _elu_backward,
