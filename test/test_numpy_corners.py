@@ -532,6 +532,334 @@ class TestBoolRefusals(CornersTestCase):
                 self.assertSameAsCpu(f)
 
 
+def _bools(d):
+    return torch.tensor([True, False, True], device=d)
+
+
+def _longs(d):
+    return torch.tensor([-2, 0, 3], device=d)
+
+
+def _floats(d):
+    return torch.tensor([-2.5, 0.0, 3.0], device=d)
+
+
+def _complexes(d):
+    return torch.tensor([1 + 1j, 0j, -2j], device=d)
+
+
+class TestDtypeRefusals(CornersTestCase):
+    """What CPU refuses for bool, integer or complex operands (or a scalar of the wrong kind)
+    npy refuses with CPU's type of error and a message that CPU's pattern matches; what CPU
+    accepts, npy computes as CPU does (fuzz seeds 153, 199, 151, 743, 2753, 1234, 522, 576,
+    1914 and 2985, and their siblings)."""
+
+    def assertRefusedAsOnCpu(self, f, error, pattern):
+        for d in ("cpu", "npy"):
+            with self.assertRaisesRegex(error, pattern, msg=d):
+                f(d)
+
+    def test_refused_for_bool(self):
+        bool_kernels = "not implemented for 'Bool'"
+        cases = {
+            "relu": (lambda d: torch.relu(_bools(d)), RuntimeError,
+                     "Boolean inputs not supported for relu"),
+            "relu_": (lambda d: _bools(d).relu_(), RuntimeError,
+                      "Boolean inputs not supported for relu"),
+            "hardtanh": (lambda d: F.hardtanh(_bools(d)), RuntimeError,
+                         "Bool inputs not supported for hardtanh"),
+            "threshold": (lambda d: F.threshold(_bools(d), 0, 1), NotImplementedError,
+                          bool_kernels),
+            "floor": (lambda d: torch.floor(_bools(d)), NotImplementedError, bool_kernels),
+            "floor_": (lambda d: _bools(d).floor_(), NotImplementedError, bool_kernels),
+            "ceil": (lambda d: torch.ceil(_bools(d)), NotImplementedError, bool_kernels),
+            "trunc": (lambda d: torch.trunc(_bools(d)), NotImplementedError, bool_kernels),
+            "pow.Tensor_Tensor": (lambda d: torch.pow(_bools(d), _bools(d)),
+                                  NotImplementedError, bool_kernels),
+            "pow 0-dim exponent": (lambda d: torch.pow(_bools(d), torch.tensor(True, device=d)),
+                                   NotImplementedError, bool_kernels),
+            "pow.Scalar": (lambda d: torch.pow(True, _bools(d)), NotImplementedError,
+                           bool_kernels),
+            "pow_": (lambda d: _bools(d).pow_(_bools(d)), NotImplementedError, bool_kernels),
+            "clamp": (lambda d: torch.clamp(_bools(d), True, True), NotImplementedError,
+                      bool_kernels),
+            "clamp min": (lambda d: torch.clamp(_bools(d), min=False), NotImplementedError,
+                          bool_kernels),
+            "clamp max": (lambda d: torch.clamp(_bools(d), max=True), NotImplementedError,
+                          bool_kernels),
+            "clamp_": (lambda d: _bools(d).clamp_(min=True), NotImplementedError,
+                       bool_kernels),
+            "clamp.Tensor": (lambda d: torch.clamp(_bools(d), _bools(d), _bools(d)),
+                             NotImplementedError, bool_kernels),
+            "clamp_min": (lambda d: torch.clamp_min(_bools(d), True), NotImplementedError,
+                          bool_kernels),
+            "clamp_max": (lambda d: torch.clamp_max(_bools(d), True), NotImplementedError,
+                          bool_kernels),
+            "remainder.Scalar": (lambda d: torch.remainder(_bools(d), True),
+                                 NotImplementedError, bool_kernels),
+            "remainder.Scalar_Tensor": (lambda d: torch.remainder(True, _bools(d)),
+                                        NotImplementedError, bool_kernels),
+            "remainder.Tensor": (lambda d: _bools(d) % _bools(d), NotImplementedError,
+                                 bool_kernels),
+            "remainder_": (lambda d: _bools(d).remainder_(_bools(d)), NotImplementedError,
+                           bool_kernels),
+            "fmod": (lambda d: torch.fmod(_bools(d), True), NotImplementedError, bool_kernels),
+            "gcd": (lambda d: torch.gcd(_bools(d), _bools(d)), NotImplementedError,
+                    bool_kernels),
+            "bmm": (lambda d: torch.bmm(_bools(d).view(1, 3, 1), _bools(d).view(1, 1, 3)),
+                    NotImplementedError, bool_kernels),
+        }
+        for name, (f, error, pattern) in cases.items():
+            with self.subTest(name):
+                self.assertRefusedAsOnCpu(f, error, pattern)
+        # The message names the operator and the backend.
+        with self.assertRaisesRegex(NotImplementedError,
+                                    "\"floor\" not implemented for 'Bool' by the npy backend"):
+            torch.floor(_bools("npy"))
+
+    def test_refused_for_integers_and_complex(self):
+        clamp_complex = "clamp is not supported for complex types"
+        cases = {
+            "relu complex": (lambda d: torch.relu(_complexes(d)), NotImplementedError,
+                             clamp_complex),
+            "hardtanh complex": (lambda d: F.hardtanh(_complexes(d)), NotImplementedError,
+                                 clamp_complex),
+            "hardtanh uint8": (lambda d: F.hardtanh(_longs(d).to(torch.uint8)), RuntimeError,
+                               "cannot do hardtanh on an unsigned type with negative limits"),
+            "hardtanh int8 limit": (lambda d: F.hardtanh(_longs(d).to(torch.int8), -1000, 1),
+                                    RuntimeError, "cannot be converted to type int8_t"),
+            "leaky_relu": (lambda d: F.leaky_relu(_longs(d)), NotImplementedError,
+                           "leaky_relu"),
+            "leaky_relu complex slope": (lambda d: F.leaky_relu(_floats(d), 1j), RuntimeError,
+                                         "cannot be converted to type float"),
+            "hardsigmoid": (lambda d: F.hardsigmoid(_longs(d)), NotImplementedError,
+                            "hardsigmoid"),
+            "hardswish": (lambda d: F.hardswish(_complexes(d)), NotImplementedError,
+                          "hardswish"),
+            "hardshrink": (lambda d: F.hardshrink(_longs(d)), NotImplementedError, "hardshrink"),
+            "threshold complex": (lambda d: F.threshold(_complexes(d), 0, 1),
+                                  NotImplementedError, "not implemented for 'ComplexFloat'"),
+            "threshold int8 overflow": (lambda d: F.threshold(_longs(d).to(torch.int8), 300, 1),
+                                        RuntimeError, "cannot be converted to type int8_t"),
+            "clamp complex bound": (lambda d: torch.clamp(_floats(d), min=1j), RuntimeError,
+                                    "value cannot be converted to type double without overflow"),
+            "clamp complex result": (lambda d: torch.clamp(_longs(d), min=1j),
+                                     NotImplementedError, clamp_complex),
+            "clamp complex": (lambda d: torch.clamp(_complexes(d), max=1), NotImplementedError,
+                              clamp_complex),
+            "clamp_min complex bound": (lambda d: torch.clamp_min(_floats(d), 1 + 0j),
+                                        NotImplementedError, clamp_complex),
+            "lerp integers": (lambda d: torch.lerp(_longs(d), _longs(d), 2),
+                              NotImplementedError, "not implemented for 'Long'"),
+            "lerp complex weight": (lambda d: torch.lerp(_floats(d), _floats(d), 1j),
+                                    RuntimeError, "cannot be converted to type float"),
+            "hypot": (lambda d: torch.hypot(_longs(d), _longs(d)), NotImplementedError,
+                      "not implemented for 'Long'"),
+            "logaddexp": (lambda d: torch.logaddexp(_longs(d), _bools(d)), NotImplementedError,
+                          "not implemented for 'Long'"),
+            "maximum": (lambda d: torch.maximum(_complexes(d), _complexes(d)), RuntimeError,
+                        "maximum not implemented for complex tensors"),
+            "fmin": (lambda d: torch.fmin(_floats(d), _complexes(d)), RuntimeError,
+                     "fmin not implemented for complex tensors"),
+            "heaviside": (lambda d: torch.heaviside(_complexes(d), _complexes(d)),
+                          RuntimeError, "heaviside is not yet implemented for complex"),
+            "deg2rad": (lambda d: torch.deg2rad(_complexes(d)), RuntimeError,
+                        "deg2rad is not supported for complex tensors"),
+            "signbit": (lambda d: torch.signbit(_complexes(d)), NotImplementedError,
+                        "signbit is not implemented for complex tensors"),
+            "amax": (lambda d: torch.amax(_complexes(d), 0), NotImplementedError,
+                     "not implemented for 'ComplexFloat'"),
+            "max": (lambda d: torch.max(_complexes(d)), NotImplementedError,
+                    "not implemented for 'ComplexFloat'"),
+            "bmm mixed dtypes": (lambda d: torch.bmm(_floats(d).view(1, 3, 1),
+                                                     _floats(d).double().view(1, 1, 3)),
+                                 RuntimeError, "expected scalar type Float but found Double"),
+        }
+        for name, (f, error, pattern) in cases.items():
+            with self.subTest(name):
+                self.assertRefusedAsOnCpu(f, error, pattern)
+
+    def test_alpha_of_add_and_sub(self):
+        integral = "For integral input tensors, argument alpha must not be a floating point"
+        non_complex = "For non-complex input tensors, argument alpha must not be a complex"
+        boolean = "Boolean alpha only supported for Boolean results"
+        cases = {
+            "bool, float alpha (seed 522)": (lambda d: torch.add(_bools(d), _bools(d), alpha=0.5),
+                                             integral),
+            "0-dim bool (seed 2968)": (lambda d: torch.add(
+                _bools(d), torch.tensor(False, device=d), alpha=0.5), integral),
+            "long, alpha 1.0": (lambda d: torch.add(_longs(d), _longs(d), alpha=1.0), integral),
+            "long, complex alpha": (lambda d: torch.sub(_longs(d), 1, alpha=1 + 0j), integral),
+            "rsub": (lambda d: torch.rsub(_longs(d), 2, alpha=0.5), integral),
+            "add_ long": (lambda d: _longs(d).add_(_longs(d), alpha=1.0), integral),
+            "float, complex alpha": (lambda d: torch.add(_floats(d), _floats(d), alpha=1j),
+                                     non_complex),
+            "add_ float, complex alpha": (lambda d: _floats(d).add_(_floats(d), alpha=1j),
+                                          non_complex),
+            "add_ float, bool alpha": (lambda d: _floats(d).add_(_floats(d), alpha=True),
+                                       boolean),
+            "sub_ long, bool alpha": (lambda d: _longs(d).sub_(_longs(d), alpha=True), boolean),
+        }
+        for name, (f, pattern) in cases.items():
+            with self.subTest(name):
+                self.assertRefusedAsOnCpu(f, RuntimeError, pattern)
+        for f in (lambda d: torch.add(_bools(d), _bools(d), alpha=2),
+                  lambda d: torch.add(_longs(d), 2.5, alpha=2),
+                  lambda d: torch.sub(_complexes(d), _floats(d), alpha=0.5j),
+                  lambda d: _floats(d).add_(_floats(d), alpha=1.0)):
+            self.assertSameAsCpu(f)
+
+    def test_index_select_of_a_0dim_tensor(self):
+        for n in (0, 2):  # fuzz seeds 576 and 1534
+            self.assertRefusedAsOnCpu(
+                lambda d, n=n: torch.index_select(torch.tensor(1.5, device=d), 0,
+                                                  torch.zeros(n, dtype=torch.long, device=d)),
+                RuntimeError, rf"Index to scalar can have only 1 value, got {n} value\(s\)")
+        self.assertSameAsCpu(lambda d: torch.index_select(torch.tensor(1.5, device=d), -1,
+                                                          torch.tensor([0], device=d)))
+
+    def test_accepted_as_on_cpu(self):
+        cases = {
+            "floor of integers": lambda d: torch.floor(_longs(d)),
+            "ceil of uint8": lambda d: torch.ceil(_longs(d).abs().to(torch.uint8)),
+            "trunc of integers": lambda d: torch.trunc(_longs(d)),
+            "sign of bool": lambda d: torch.sign(_bools(d)),
+            "pow bool, Python bool": lambda d: torch.pow(_bools(d), True),
+            "pow_ bool, Python bool": lambda d: _bools(d).pow_(False),
+            "pow bool, int": lambda d: torch.pow(_bools(d), 2),
+            "pow int, bool": lambda d: torch.pow(2, _bools(d)),
+            "pow long, bool": lambda d: torch.pow(_longs(d), _bools(d)),
+            "clamp bool, int": lambda d: torch.clamp(_bools(d), min=2),
+            "clamp bool, float": lambda d: torch.clamp(_bools(d), min=0.5),
+            "clamp bool, one bool tensor": lambda d: torch.clamp(_bools(d), min=_bools(d)),
+            "clamp_min bool tensor": lambda d: torch.clamp_max(_bools(d), _bools(d)),
+            "clamp float, real complex": lambda d: torch.clamp(_floats(d), min=1 + 0j),
+            "clamp long, long tensors": lambda d: torch.clamp(_bools(d), _longs(d), _longs(d)),
+            "relu of integers": lambda d: torch.relu(_longs(d)),
+            "hardtanh of integers": lambda d: F.hardtanh(_longs(d).to(torch.int8), -1.5, 2.5),
+            "hardtanh_ of integers": lambda d: F.hardtanh(_longs(d), 0, 2, inplace=True),
+            "relu6 of uint8": lambda d: F.relu6(_longs(d).abs().to(torch.uint8) * 3),
+            "hardtanh of bfloat16": lambda d: F.hardtanh(_floats(d).bfloat16(), -2.0, 2.5),
+            "threshold of integers": lambda d: F.threshold(_longs(d).to(torch.int8), 2.5, 7.9),
+            "threshold of uint8, wrapping": lambda d: F.threshold(
+                _longs(d).abs().to(torch.uint8), -1, 3),
+            "threshold of float16 at 0.1": lambda d: F.threshold(
+                torch.tensor([0.1, 0.2, NAN], dtype=torch.float16, device=d), 0.1, -1),
+            "hardsigmoid of float16": lambda d: F.hardsigmoid(_floats(d).half() * 1.3),
+            "hardswish of bfloat16": lambda d: F.hardswish(_floats(d).bfloat16() * 1.3),
+            "hardshrink of float16": lambda d: F.hardshrink(_floats(d).half(), 2.5),
+            "remainder bool, int": lambda d: torch.remainder(_bools(d), 2),
+            "lerp float, real complex": lambda d: torch.lerp(_floats(d), _floats(d) * 2, 0.5 + 0j),
+            "hypot long, float": lambda d: torch.hypot(_longs(d), _floats(d)),
+            "gcd": lambda d: torch.gcd(_longs(d), _bools(d)),
+            # An empty result, or an empty sum, runs no kernel on CPU: a complex amin/amax,
+            # a bmm of mixed dtypes (in batch2's) or of bool are accepted.
+            "amin empty complex (seed 1914)": lambda d: torch.amin(
+                torch.zeros(0, 3, dtype=torch.complex64, device=d), -1, keepdim=True),
+            "amax empty complex": lambda d: torch.amax(
+                torch.zeros(3, 0, dtype=torch.complex64, device=d), 0),
+            "bmm empty mixed (seed 2985)": lambda d: torch.bmm(
+                torch.ones(0, 4, 1, dtype=torch.bfloat16, device=d),
+                torch.ones(0, 1, 1, dtype=torch.float64, device=d)),
+            "bmm empty sum mixed": lambda d: torch.bmm(
+                torch.ones(2, 3, 0, dtype=torch.float64, device=d),
+                torch.ones(2, 0, 2, dtype=torch.bfloat16, device=d)),
+            "bmm empty bool": lambda d: torch.bmm(_bools(d).view(1, 3, 1)[:0],
+                                                  _bools(d).view(1, 1, 3)[:0]),
+        }
+        for name, f in cases.items():
+            with self.subTest(name):
+                self.assertSameAsCpu(f)
+        for op in (torch.amin, torch.amax):  # an empty reduced dimension is still refused
+            self.assertRefusedAsOnCpu(
+                lambda d, op=op: op(torch.zeros(0, 3, dtype=torch.complex64, device=d), 0),
+                IndexError, "Expected reduction dim 0 to have non-zero size")
+
+    def test_complex32_results_refused_not_swallowed(self):
+        """A float16 tensor and a complex Python number make complex32 on CPU, which NumPy
+        lacks: the backend's NotImplementedError reaches the caller, where torch's reflected
+        operators would turn a TypeError into "unsupported operand type(s)" (fuzz seeds 182,
+        635)."""
+        h = torch.ones(2, dtype=torch.float16, device="npy")
+        for f in (lambda: 1j * h, lambda: 1j - h, lambda: 1j + h, lambda: 1j / h):
+            with self.assertRaisesRegex(NotImplementedError,
+                                        "npy backend does not support dtype torch.complex32"):
+                f()
+
+
+class TestCpuFormulas(CornersTestCase):
+    """Values at the edges (inf, nan, signed zeros) where CPU's answer is its formula's: npy
+    computes the same formula (fuzz seeds 625, 2192, 2312, 2394, 2481). Complex results are
+    compared part by part: ``assertEqual`` takes any two complex nans as equal."""
+
+    def assertSameParts(self, f):
+        cpu, npy = f("cpu"), f("npy").cpu()
+        self.assertEqual(npy.dtype, cpu.dtype)
+        if cpu.is_complex():
+            cpu, npy = torch.view_as_real(cpu), torch.view_as_real(npy)
+        self.assertEqual(npy, cpu, equal_nan=True, atol=1e-6, rtol=1e-6)
+        finite_zeros = cpu == 0
+        self.assertEqual(npy.signbit()[finite_zeros], cpu.signbit()[finite_zeros])
+
+    def test_remainder_keeps_the_sign_of_a_zero(self):
+        x = [-2.0, 2.0, -0.0, 0.0, 3.0, -3.5, INF, 1.0]
+        for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
+            for divisor in (2.0, -2.0, INF, -INF):
+                with self.subTest(dtype=dtype, divisor=divisor):
+                    self.assertSameParts(lambda d, t=dtype, v=divisor: torch.remainder(
+                        torch.tensor(x, dtype=t, device=d), v))
+        # The operands are rounded to the result's dtype first (fuzz seed 2600).
+        for op in (torch.remainder, torch.fmod):
+            for dtype in (torch.float16, torch.bfloat16):
+                self.assertSameParts(lambda d, op=op, t=dtype: op(
+                    torch.tensor(x[:6], dtype=t, device=d), torch.tensor(0.1, device=d)))
+                self.assertSameParts(lambda d, op=op, t=dtype: op(
+                    torch.tensor(x[:6], dtype=t, device=d), 0.1))
+        # seed 2394: floor_divide by the signed zeros remainder_ leaves.
+        self.assertSameParts(lambda d: torch.floor_divide(
+            torch.tensor([4, -2, -4], device=d, dtype=torch.int32),
+            torch.tensor([1.0, -2.0, 2.0], dtype=torch.float16, device=d).remainder_(2.0)))
+        # seed 2481: reciprocal of the zero remainder_ leaves.
+        self.assertSameParts(lambda d: torch.reciprocal(
+            torch.tensor([0.0, 1.0], device=d).remainder_(-2)))
+
+    def _complexes(self, d, dtype=torch.complex64):
+        values = [0j, complex(-0.0, 0.0), 1 + 0j, 2 - 3j, complex(INF, 0), complex(-INF, 0),
+                  complex(0, INF), complex(NAN, 0), complex(INF, INF), -4j]
+        a, b = zip(*itertools.product(values, values), strict=True)
+        return (torch.tensor(a, dtype=dtype, device=d), torch.tensor(b, dtype=dtype, device=d))
+
+    def test_complex_add_and_sub_multiply_by_alpha(self):
+        # CPU adds alpha * other, a complex product even for alpha 1: 0 * inf makes nan.
+        cases = [
+            lambda d: self._complexes(d)[1] + self._complexes(d)[0],
+            lambda d: self._complexes(d)[1] - self._complexes(d)[0],
+            lambda d: torch.add(*self._complexes(d), alpha=2),
+            lambda d: self._complexes(d)[0].add_(self._complexes(d)[1]),
+            lambda d: self._complexes(d)[0].sub_(self._complexes(d)[1]),
+            lambda d: 1j - self._complexes(d)[0],
+            lambda d: 1j - self._complexes(d)[0].real,  # seed 2192
+        ]
+        for f in cases:
+            self.assertSameParts(f)
+
+    def test_complex_pow(self):
+        # C's cpow, exp(b * log(a)) with C's complex product, but for the exponents CPU's
+        # Tensor_Scalar kernel computes otherwise.
+        for dtype in (torch.complex64, torch.complex128):
+            self.assertSameParts(lambda d, t=dtype: torch.pow(*self._complexes(d, t)))
+        self.assertSameParts(lambda d: torch.pow(  # seed 625
+            self._complexes(d)[0], torch.tensor(False, device=d)))
+        self.assertSameParts(lambda d: torch.pow(  # seed 2312
+            self._complexes(d)[0].real, self._complexes(d)[1]))
+        for e in (0, 1, 0.5, -0.5, -1, 2, 3, -2, 4, 2.5, 1j):
+            self.assertSameParts(lambda d, e=e: torch.pow(self._complexes(d)[0], e))
+        for base in (1, 2, 1j, 0):
+            self.assertSameParts(lambda d, b=base: torch.pow(b, self._complexes(d)[1]))
+
+    def test_complex_reciprocal(self):
+        self.assertSameParts(lambda d: torch.reciprocal(self._complexes(d)[0]))
+
 
 class TestCpuAlgorithms(TestCase):
     """Where CPU's float32 answer carries its algorithm's error, npy computes CPU's algorithm
@@ -586,7 +914,7 @@ class TestCpuAlgorithms(TestCase):
                 self.assertEqual(yn.cpu(), y)
                 self.assertEqual(yn.stride(), y.stride())
                 self.assertEqual(gn.cpu(), g)
-        with self.assertRaisesRegex(TypeError, "floating-point"):
+        with self.assertRaisesRegex(NotImplementedError, "floating-point"):
             F.interpolate(torch.ones(1, 1, 4, 4, dtype=torch.uint8, device="npy"), size=(2, 2),
                           mode="bilinear", antialias=True)
 

@@ -66,7 +66,7 @@ class TestWrap(TestCase):
         ]:
             with self.subTest(op=op, dtype=dtype):
                 with self.assertRaisesRegex(
-                    TypeError,
+                    NotImplementedError,
                     rf"aten::{op}: the npy backend does not support dtype torch.{dtype}: "
                     "expected one of torch.bool, torch.uint8",
                 ):

@@ -338,7 +338,9 @@ NumpyTensor([[1.0000, 2.0000],
             a @ torch.ones(2, 2)
 
     def test_unsupported_dtype_names_backend(self):
-        with self.assertRaisesRegex(TypeError, "npy backend does not support dtype torch.uint16"):
+        with self.assertRaisesRegex(
+            NotImplementedError, "npy backend does not support dtype torch.uint16"
+        ):
             torch.ones(2, dtype=torch.uint16).to("npy")
 
 

@@ -50,12 +50,12 @@ _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def jax_dtype(dtype: torch.dtype, op: str | None = None):
-    """The JAX dtype of a torch dtype; a ``TypeError`` naming the backend (and ``op``) if JAX
-    has none."""
+    """The JAX dtype of a torch dtype; a ``NotImplementedError`` naming the backend (and
+    ``op``) if JAX has none (as the ``npy`` backend's ``np_dtype``)."""
     try:
         return TORCH_TO_JAX[dtype]
     except KeyError:
-        raise TypeError(
+        raise NotImplementedError(
             ("" if op is None else f"{op}: ")
             + f"the {DEVICE} backend does not support dtype {dtype}: expected one of "
             f"{', '.join(str(d) for d in TORCH_TO_JAX)}"

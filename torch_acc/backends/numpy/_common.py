@@ -30,16 +30,30 @@ NUMPY_TO_TORCH = {np.dtype(v): k for k, v in TORCH_TO_NUMPY.items()}
 
 
 def np_dtype(dtype: torch.dtype, op: str | None = None):
-    """The NumPy dtype of a torch dtype; a ``TypeError`` naming the backend (and ``op``, the
-    operator asking, where given) if it has none."""
+    """The NumPy dtype of a torch dtype; a ``NotImplementedError`` naming the backend (and
+    ``op``, the operator asking, where given) if it has none. That is CPU's error for a dtype
+    a kernel lacks; a ``TypeError`` would not do: torch's reflected operators (``1j * t``)
+    turn it into "unsupported operand type(s)"."""
     try:
         return TORCH_TO_NUMPY[dtype]
     except KeyError:
-        raise TypeError(
+        raise NotImplementedError(
             ("" if op is None else f"{op}: ")
             + f"the {DEVICE} backend does not support dtype {dtype}: expected one of "
             f"{', '.join(str(d) for d in TORCH_TO_NUMPY)}"
         ) from None
+
+
+def scalar_type_name(dtype: torch.dtype) -> str:
+    """PyTorch's C++ name of a dtype (``Float``, ``Long``), as its error messages use."""
+    return torch.empty((), dtype=dtype).type().removeprefix("torch.").removesuffix("Tensor")
+
+
+def unsupported(op: str, dtype) -> NotImplementedError:
+    """CPU's error for a dtype an operator has no kernel for (``"floor_vml_cpu" not
+    implemented for 'Bool'``), naming the operator and the backend; ``dtype`` a NumPy one."""
+    name = scalar_type_name(NUMPY_TO_TORCH[np.dtype(dtype)])
+    return NotImplementedError(f"\"{op}\" not implemented for '{name}' by the {DEVICE} backend")
 
 
 def kind(x):

@@ -329,6 +329,10 @@ def _along(self, dim, index, op):
     dim = _dim(dim, self.ndim)
     self1 = self.reshape(1) if self.ndim == 0 else self
     index = np.reshape(index, -1)
+    if op == "index_select" and self.ndim == 0 and index.size != 1:
+        raise RuntimeError(
+            f"index_select(): Index to scalar can have only 1 value, got {index.size} value(s)"
+        )
     if op in ("index_select", "index_add"):
         _check_bounds(index, self1.shape[dim], dim, IndexError)
     elif op in ("index_copy", "index_fill", "index_fill_"):

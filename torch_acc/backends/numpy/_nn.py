@@ -1,9 +1,11 @@
 """Neural-network kernels of the ``npy`` backend: convolution, pooling, normalization,
 softmax, losses, activations, and their gradients.
 
-Floating-point inputs only (float16 and bfloat16 are computed in float32 and cast back);
-other dtypes raise a ``TypeError`` naming the operator and the backend. Convolutions are
-im2col (``sliding_window_view``) and a ``tensordot``, which NumPy hands to BLAS.
+Floating-point inputs only (float16 and bfloat16 are computed in float32 and cast back),
+but for ``relu``, ``hardtanh`` and ``threshold``, which take integers too, as on CPU; other
+dtypes raise a ``NotImplementedError`` (CPU's error for a dtype a kernel lacks) naming the
+operator and the backend. Convolutions are im2col (``sliding_window_view``) and a
+``tensordot``, which NumPy hands to BLAS.
 """
 
 import itertools
@@ -13,7 +15,7 @@ import ml_dtypes
 import numpy as np
 import torch
 
-from ._common import DEVICE
+from ._common import checked_scalar, DEVICE, unsupported
 
 _as_strided = np.lib.stride_tricks.as_strided
 _HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
@@ -24,8 +26,8 @@ def _compute_dtype(op: str, *arrays) -> tuple[np.dtype, np.dtype]:
     """(the dtype of the result, the dtype to compute in) for floating-point ``arrays``."""
     dtype = arrays[0].dtype
     if dtype.kind != "f" and dtype not in _HALF:
-        raise TypeError(f"{op}: the {DEVICE} backend supports floating-point inputs only, "
-                        f"got {dtype}")
+        raise NotImplementedError(f"{op}: the {DEVICE} backend supports floating-point inputs "
+                                  f"only, got {dtype}")
     return dtype, (np.dtype(np.float32) if dtype in _HALF else dtype)
 
 
@@ -1109,7 +1111,22 @@ def _gelu_backward(g, x, *, approximate="none"):
 
 
 def _hardtanh(x, min_val=-1, max_val=1):
-    return np.minimum(np.maximum(x, np.asarray(min_val, x.dtype)), np.asarray(max_val, x.dtype))
+    """CPU's ``hardtanh``: a clamp, of integers too (with the limits truncated to integers,
+    non-negative for uint8), not of bool or complex."""
+    dtype = x.dtype
+    if dtype.kind == "b":
+        raise RuntimeError("Bool inputs not supported for hardtanh")
+    if dtype.kind == "c":
+        raise NotImplementedError("clamp is not supported for complex types")
+    if dtype.kind in "iu":
+        lo, hi = int(min_val), int(max_val)
+        if dtype.kind == "u" and (lo < 0 or hi < 0):
+            raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
+        lo, hi = checked_scalar(lo, dtype), checked_scalar(hi, dtype)
+    else:
+        _, cdt = _compute_dtype("hardtanh", x)
+        x, lo, hi = _f(x, cdt), np.asarray(min_val, cdt), np.asarray(max_val, cdt)
+    return _out(np.minimum(np.maximum(x, lo), hi), dtype)
 
 
 def _hardtanh_backward(g, x, min_val, max_val):
@@ -1117,7 +1134,32 @@ def _hardtanh_backward(g, x, min_val, max_val):
 
 
 def _leaky_relu(x, negative_slope=0.01):
-    return np.where(x > 0, x, x * np.asarray(negative_slope, x.dtype))
+    return np.where(x > 0, x, x * checked_scalar(negative_slope, x.dtype))
+
+
+def _threshold(x, threshold, value):
+    """CPU's ``threshold``: ``value`` where ``x <= threshold``, for every dtype but bool and
+    complex; the scalars converted (checked) to the dtype, the threshold of float16 and
+    bfloat16 to float, which they are compared in."""
+    dtype = x.dtype
+    if dtype.kind in "bc":
+        raise unsupported("threshold", dtype)
+    cdt = np.dtype(np.float32) if dtype in _HALF else dtype
+    value = checked_scalar(value, dtype)
+    return _out(np.where(_f(x, cdt) <= checked_scalar(threshold, cdt), value, x), dtype)
+
+
+def _hardsigmoid(x):
+    return np.minimum(np.maximum(x + 3, 0), 6) / np.asarray(6, x.dtype)
+
+
+def _hardswish(x):
+    return x * np.minimum(np.maximum(x + 3, 0), 6) / np.asarray(6, x.dtype)
+
+
+def _hardshrink(x, lambd=0.5):
+    lambd = checked_scalar(lambd, x.dtype)
+    return np.where((x >= -lambd) & (x <= lambd), np.zeros((), x.dtype), x)
 
 
 def _leaky_relu_backward(g, x, negative_slope, self_is_result):
@@ -1184,6 +1226,10 @@ def _tanh_backward(gy, y):
 
 
 def _relu(x):
+    if x.dtype.kind == "b":
+        raise RuntimeError("Boolean inputs not supported for relu")
+    if x.dtype.kind == "c":
+        raise NotImplementedError("clamp is not supported for complex types")
     return np.asarray(np.maximum(x, np.zeros((), x.dtype)))
 
 
@@ -1561,9 +1607,13 @@ KERNELS = {
     "mse_loss_backward": _mse_loss_backward,
     "gelu": _activation("gelu", _gelu),
     "gelu_backward": _activation_backward("gelu_backward", _gelu_backward),
-    "hardtanh": _activation("hardtanh", _hardtanh),
+    "hardtanh": _hardtanh,
     "hardtanh_backward": _activation_backward("hardtanh_backward", _hardtanh_backward),
     "leaky_relu": _activation("leaky_relu", _leaky_relu),
+    "threshold": _threshold,
+    "hardsigmoid": _activation("hardsigmoid", _hardsigmoid),
+    "hardswish": _activation("hardswish", _hardswish),
+    "hardshrink": _activation("hardshrink", _hardshrink),
     "leaky_relu_backward": _activation_backward("leaky_relu_backward", _leaky_relu_backward),
     "elu": _activation("elu", _elu),
     "elu_backward": _elu_backward,

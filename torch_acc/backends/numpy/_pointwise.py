@@ -24,11 +24,12 @@ from ._common import (
     check_no_internal_overlap,
     checked_scalar,
     copy_into,
-    DEVICE,
     kind,
     np_dtype,
     NUMPY_TO_TORCH,
     result_type,
+    scalar_type_name,
+    unsupported,
     with_cpu_layout,
 )
 
@@ -89,13 +90,6 @@ def _finish(r, dt):
     return r if r.dtype == dt else r.astype(dt)
 
 
-def _unsupported(op, dt):
-    return NotImplementedError(
-        f'"{op}" is not implemented for {NUMPY_TO_TORCH.get(np.dtype(dt), dt)} '
-        f"by the {DEVICE} backend"
-    )
-
-
 def _zero_division():
     return RuntimeError("ZeroDivisionError")
 
@@ -117,7 +111,7 @@ def _float_unary(name, f, complex_ok=True, ufunc=None):
                 return np.asarray(f(x))
         if dt.kind == "c":
             if not complex_ok:
-                raise _unsupported(name, dt)
+                raise unsupported(name, dt)
             with np.errstate(all="ignore"):
                 return np.asarray(f(x))
         out = _default_float() if dt.kind in "biu" else dt
@@ -140,7 +134,7 @@ def _same_unary(name, f, ints=None, bools=None, complex_ok=True):
         if dt.kind in "iu" or dt.kind == "b":
             g = ints if dt.kind in "iu" else bools
             if g is None:
-                raise _unsupported(name, dt)
+                raise unsupported(name, dt)
             if g == "copy":
                 return x.copy()
             with np.errstate(all="ignore"):
@@ -148,7 +142,7 @@ def _same_unary(name, f, ints=None, bools=None, complex_ok=True):
         if dt in _LOW:
             with np.errstate(all="ignore"):
                 return _finish(f(x.astype(_F32)), dt)
-        raise _unsupported(name, dt)
+        raise unsupported(name, dt)
 
     kernel.__name__ = name
     return kernel
@@ -171,6 +165,23 @@ def _bool_unary(name, f, ints, bools=None):
 
     kernel.__name__ = name
     return kernel
+
+
+def _real_only(kernel, error, message):
+    """``kernel``, refusing complex inputs with CPU's own error for them."""
+
+    @functools.wraps(kernel)
+    def refusing(x):
+        if x.dtype.kind == "c":
+            raise error(message)
+        return kernel(x)
+
+    return refusing
+
+
+def _reciprocal(x):
+    # CPU's complex reciprocal is its division 1 / x: 1 / 0j is inf+nanj (NumPy's: nan+nanj).
+    return np.true_divide(1, x) if x.dtype.kind == "c" else np.reciprocal(x)
 
 
 def _sqrt(x):
@@ -231,7 +242,7 @@ def _angle(x):
 def _abs(x):
     dt = x.dtype
     if dt.kind == "b":
-        raise _unsupported("abs", dt)
+        raise unsupported("abs", dt)
     if dt == _BF16:
         return _finish(np.abs(x.astype(_F32)), dt)
     return np.asarray(np.abs(x))
@@ -264,7 +275,7 @@ def _bitwise_not(x):
         return np.asarray(np.logical_not(x))
     if x.dtype.kind in "iu":
         return np.asarray(np.invert(x))
-    raise _unsupported("bitwise_not", x.dtype)
+    raise unsupported("bitwise_not", x.dtype)
 
 
 def _logical_not(x):
@@ -276,13 +287,13 @@ def _logical_not(x):
 def _round(x, *, decimals=0):
     dt = x.dtype
     if dt.kind == "b":
-        raise _unsupported("round", dt)  # as CPU ("round_vml_cpu" not implemented for 'Bool')
+        raise unsupported("round", dt)  # as CPU ("round_vml_cpu" not implemented for 'Bool')
     if dt.kind in "iu":
         if decimals:
-            raise _unsupported("round", dt)
+            raise unsupported("round", dt)
         return x.copy()
     if dt.kind == "c":
-        raise _unsupported("round", dt)
+        raise unsupported("round", dt)
     c = _compute(dt)
     xc = x.astype(c) if c != dt else x
     with np.errstate(all="ignore"):
@@ -412,6 +423,24 @@ def _is_bool(x) -> bool:
     return isinstance(x, bool) or getattr(x, "dtype", None) == _BOOL
 
 
+def _check_alpha(dt, alpha):
+    """CPU's checks of ``add``'s and ``sub``'s ``alpha`` against the result dtype ``dt``,
+    whatever its value (``alpha=1.0`` with integers is refused too)."""
+    if type(alpha) is int:
+        return
+    if isinstance(alpha, bool):
+        if dt != _BOOL:
+            raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    elif dt.kind in "biu":
+        raise RuntimeError(
+            "For integral input tensors, argument alpha must not be a floating point number."
+        )
+    elif isinstance(alpha, complex) and dt.kind != "c":
+        raise RuntimeError(
+            "For non-complex input tensors, argument alpha must not be a complex number."
+        )
+
+
 def _arith(uf, a, b, alpha=1):
     if uf is np.subtract and (_is_bool(a) or _is_bool(b)):
         raise _compat.BOOL_SUBTRACTION_ERROR(
@@ -419,20 +448,23 @@ def _arith(uf, a, b, alpha=1):
             "trying to invert a mask, use the `~` or `logical_not()` operator instead."
         )
     dt = result_type(kind(a), kind(b))
-    if isinstance(alpha, bool) and dt != _BOOL:
-        raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    _check_alpha(dt, alpha)
     c = _compute(dt)
     a, b = _cast(a, c), _cast(b, c)
     with np.errstate(all="ignore"):
+        if dt.kind == "c":
+            return _finish(np.add(a, _complex_alpha_times(b, alpha, uf)), dt)
         if alpha != 1:
-            if dt.kind in "iu" and isinstance(alpha, float):
-                raise RuntimeError(
-                    "For integral input tensors, argument alpha must not be a floating point "
-                    "number."
-                )
             # PyTorch casts alpha to the tensors' dtype (float16 0.3 is 0.2998...).
             b = b * _cast(_cast(alpha, dt) if dt != c else alpha, c)
         return _finish(uf(a, b), dt)
+
+
+def _complex_alpha_times(b, alpha, uf):
+    """CPU's complex ``add``/``sub`` add ``alpha * other`` (``-alpha`` for ``sub``), a complex
+    product even where alpha is 1, whose ``0 * inf`` makes nan: ``(1+0j) + (inf+0j)`` has the
+    real part inf and the imaginary part nan."""
+    return np.multiply(b, -alpha if uf is np.subtract else alpha, dtype=b.dtype)
 
 
 def _laid_out_fast(r, a, b):
@@ -448,15 +480,15 @@ def _laid_out_fast(r, a, b):
 
 
 def _add(a, b, alpha=1):
-    if type(a) is _ndarray and type(b) is _ndarray and a.dtype is b.dtype and alpha == 1 \
-            and alpha is not True:
+    if type(a) is _ndarray and type(b) is _ndarray and a.dtype is b.dtype \
+            and type(alpha) is int and alpha == 1 and a.dtype.kind != "c":
         return _laid_out_fast(a + b, a, b)  # the hot path
     return with_cpu_layout(_arith(np.add, a, b, alpha), (a, b))
 
 
 def _sub(a, b, alpha=1):
-    if type(a) is _ndarray and type(b) is _ndarray and a.dtype is b.dtype and alpha == 1 \
-            and alpha is not True and a.dtype is not _BOOL:
+    if type(a) is _ndarray and type(b) is _ndarray and a.dtype is b.dtype \
+            and type(alpha) is int and alpha == 1 and a.dtype.kind not in "bc":
         return _laid_out_fast(a - b, a, b)
     return with_cpu_layout(_arith(np.subtract, a, b, alpha), (a, b))
 
@@ -496,7 +528,7 @@ def _floor_divide(a, b):
     if dt.kind in "iu":
         _check_int_divisor(a, b)
     elif dt.kind in "bc":
-        raise _unsupported("floor_divide", dt)  # as CPU ("div_floor_cpu" for 'Bool')
+        raise unsupported("floor_divide", dt)  # as CPU ("div_floor_cpu" for 'Bool')
     with np.errstate(all="ignore"):
         return _finish(np.floor_divide(a, b), dt)
 
@@ -504,7 +536,7 @@ def _floor_divide(a, b):
 def _trunc_divide(a, b):
     a, b, dt = _operands(a, b)
     if dt.kind == "b":
-        raise _unsupported("div", dt)  # as CPU ("div_trunc_cpu" for 'Bool')
+        raise unsupported("div", dt)  # as CPU ("div_trunc_cpu" for 'Bool')
     with np.errstate(all="ignore"):
         if dt.kind in "iu":
             _check_int_divisor(a, b)
@@ -512,7 +544,7 @@ def _trunc_divide(a, b):
             fix = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
             return _finish(q + fix.astype(q.dtype), dt)
         if dt.kind == "c":
-            raise _unsupported("div", dt)
+            raise unsupported("div", dt)
         q = np.true_divide(a, b)
         if dt in _LOW:
             q = q.astype(dt).astype(_F32)
@@ -534,18 +566,27 @@ def _div_mode(a, b, *, rounding_mode=None):
 
 def _int_mod(name, uf):
     def kernel(a, b):
-        a, b, dt = _operands(a, b)
-        if dt.kind in "iub":
-            if dt.kind == "b":
-                a, b = a.astype(np.uint8), b.astype(np.uint8)
+        # The operands rounded to the result's dtype first, as CPU's kernel reads them: a
+        # float16 remainder by 0.1 is one by float16(0.1).
+        a, b, dt = _common(a, b)
+        if dt.kind in "iu":
             _check_int_divisor(a, b)
-        elif dt.kind == "c":
-            raise _unsupported(name, dt)
+        elif dt.kind in "bc":
+            raise unsupported(name, dt)  # as CPU ("remainder_cpu" for 'Bool')
         with np.errstate(all="ignore"):
             return _finish(uf(a, b), dt)
 
     kernel.__name__ = name
     return kernel
+
+
+def _remainder(a, b):
+    """CPU's remainder: fmod's result moved into the divisor's sign. Unlike NumPy's, a zero
+    keeps fmod's sign, the dividend's (``-2.0 % 2.0`` is -0.0)."""
+    if a.dtype.kind in "iu":
+        return np.remainder(a, b)
+    mod = np.fmod(a, b)
+    return np.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod)
 
 
 def _int_pow(a, b):
@@ -565,9 +606,15 @@ def _pow(a, b):
             return _finish(np.power(a, b, dtype=np.float64), _F32)
         return np.asarray(np.power(a, b))
     dt = result_type(kind(a), kind(b))
+    if dt == _BOOL and isinstance(b, np.ndarray):
+        # CPU has no bool kernel; a Python bool exponent, 0 or 1, is a fill or a copy there.
+        raise unsupported("pow", dt)
     if dt.kind in "iu" and not isinstance(b, np.ndarray) and b < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
     c = _compute(dt)
+    if dt.kind == "c":
+        with np.errstate(all="ignore"):
+            return _finish(_complex_pow(a, b, c), dt)
     a, b = _cast(a, c), _cast(b, c)
     with np.errstate(all="ignore"):
         if dt.kind in "iu":
@@ -580,16 +627,78 @@ def _pow(a, b):
         return _finish(np.power(a, b), dt)
 
 
-def _float_binary(name, f, complex_ok=False):
-    """A floating-point function of two operands: integers promote to the default float."""
+def _complex_pow(a, b, c):
+    """CPU's complex ``pow`` in dtype ``c``: C's ``cpow``, ``exp(b * log(a))`` (so ``0 ** 0``
+    is nan, and ``0 ** -3`` is inf+nanj), but for the exponents CPU's Tensor_Scalar kernel
+    computes otherwise (0, 1, 0.5, -0.5, -1, 2, 3, -2) and a Python base of 1 (ones)."""
+    if not isinstance(a, np.ndarray) and a == 1:
+        return np.ones(np.shape(b), c)
+    x = _cast(a, c)
+    if not isinstance(b, np.ndarray) and complex(b).imag == 0:
+        special = {
+            0: lambda: np.ones(x.shape, c),
+            1: x.copy,
+            0.5: lambda: np.sqrt(x),
+            -0.5: lambda: 1 / np.sqrt(x),
+            -1: lambda: 1 / x,
+            2: lambda: x * x,
+            3: lambda: x * x * x,
+            -2: lambda: 1 / (x * x),
+        }.get(complex(b).real)
+        if special is not None:
+            return special()
+    return np.exp(_c99_multiply(_cast(b, c), np.log(x)))
+
+
+def _c99_multiply(x, y):
+    """``x * y`` as C's complex product (libgcc's ``__mulsc3``, which ``cpow`` uses): the
+    naive product, but where both its parts are nan and an operand is infinite, an infinity
+    recovered from the operands' signs (C99 Annex G), where NumPy's product stays nan."""
+    r = np.asarray(x * y)
+    lost = np.isnan(r.real) & np.isnan(r.imag)
+    if not lost.any():
+        return r
+    a, b, c, d = (np.broadcast_to(v, r.shape) for v in (x.real, x.imag, y.real, y.imag))
+    ac, bd, ad, bc = a * c, b * d, a * d, b * c
+
+    def unit(v):  # an infinite part as +-1, a finite one as +-0
+        return np.copysign(np.isinf(v).astype(v.dtype), v)
+
+    def finite(v):  # nan as +-0
+        return np.where(np.isnan(v), np.copysign(np.zeros((), v.dtype), v), v)
+
+    x_inf = np.isinf(a) | np.isinf(b)
+    y_inf = np.isinf(c) | np.isinf(d)
+    products_inf = np.isinf(ac) | np.isinf(bd) | np.isinf(ad) | np.isinf(bc)
+    a, b = np.where(x_inf, unit(a), a), np.where(x_inf, unit(b), b)
+    c, d = np.where(x_inf, finite(c), c), np.where(x_inf, finite(d), d)
+    c, d = np.where(y_inf, unit(c), c), np.where(y_inf, unit(d), d)
+    a, b = np.where(y_inf, finite(a), a), np.where(y_inf, finite(b), b)
+    scaled = ~x_inf & ~y_inf & products_inf
+    a, b, c, d = (np.where(scaled, finite(v), v) for v in (a, b, c, d))
+    recalc = lost & (x_inf | y_inf | products_inf)
+    inf = np.asarray(np.inf, a.dtype)
+    recovered = np.empty_like(r)
+    recovered.real = inf * (a * c - b * d)
+    recovered.imag = inf * (a * d + b * c)
+    return np.where(recalc, recovered, r)
+
+
+def _float_binary(name, f, complex_ok=False, ints_ok=True):
+    """A floating-point function of two operands: integers promote to the default float
+    (``ints_ok``; else, as CPU, operands that promote to an integer or bool are refused)."""
 
     def kernel(a, b):
         if _same(a, b) and a.dtype.kind == "f" and a.dtype.itemsize >= 4:
             with np.errstate(all="ignore"):
                 return _finish(f(a, b), a.dtype)
+        if not ints_ok:
+            dt = result_type(kind(a), kind(b))
+            if dt.kind in "biu":
+                raise unsupported(name, dt)
         a, b, dt = _operands(a, b, to_float=True)
         if dt.kind == "c" and not complex_ok:
-            raise _unsupported(name, dt)
+            raise unsupported(name, dt)
         with np.errstate(all="ignore"):
             return _finish(f(a, b), dt)
 
@@ -597,13 +706,14 @@ def _float_binary(name, f, complex_ok=False):
     return kernel
 
 
-def _promoting_binary(name, f, complex_ok=True, float_ok=True, bool_f=None):
+def _promoting_binary(name, f, complex_ok=True, float_ok=True, bool_ok=True, bool_f=None):
     """A function of two operands computed in their promoted dtype."""
 
     def kernel(a, b):
         a, b, dt = _operands(a, b)
-        if dt.kind == "c" and not complex_ok or _is_float(dt) and not float_ok:
-            raise _unsupported(name, dt)
+        if (dt.kind == "c" and not complex_ok or _is_float(dt) and not float_ok
+                or dt.kind == "b" and not bool_ok):
+            raise unsupported(name, dt)
         with np.errstate(all="ignore"):
             if dt.kind == "b" and bool_f is not None:
                 return _finish(bool_f(a, b), dt)
@@ -627,11 +737,11 @@ def _compare(name, uf, ordered=True):
     def kernel(a, b):
         if _same(a, b) and a.dtype is not _BF16:
             if ordered and a.dtype.kind == "c":
-                raise _unsupported(name, a.dtype)
+                raise unsupported(name, a.dtype)
             return np.asarray(uf(a, b))
         a, b, dt = _common(a, b)
         if ordered and dt.kind == "c":
-            raise _unsupported(name, dt)
+            raise unsupported(name, dt)
         return np.asarray(uf(a, b))
 
     kernel.__name__ = name
@@ -665,7 +775,7 @@ def _shift(name, left):
     def kernel(a, b):
         a, b, dt = _operands(a, b)
         if dt.kind not in "iu":
-            raise _unsupported(name, dt)
+            raise unsupported(name, dt)
         bits = dt.itemsize * 8
         sb = b.astype(np.dtype(f"i{dt.itemsize}")) if dt.kind == "u" else b
         with np.errstate(all="ignore"):
@@ -690,7 +800,7 @@ def _minmax(name, uf):
             return np.asarray(uf(a, b))
         a, b, dt = _operands(a, b)
         if dt.kind == "c":
-            raise _unsupported(name, dt)
+            raise RuntimeError(f"{name} not implemented for complex tensors.")
         return _finish(uf(a, b), dt)
 
     kernel.__name__ = name
@@ -716,7 +826,7 @@ def _heaviside(a, b):
             "heaviside is not yet implemented for tensors with different dtypes"
         )
     if dt.kind == "c":
-        raise _unsupported("heaviside", dt)
+        raise RuntimeError("heaviside is not yet implemented for complex tensors.")
     c = _compute(dt)
     a, b = _cast(a, c), _cast(b, c)
     zero = np.zeros((), c)
@@ -727,7 +837,7 @@ def _heaviside(a, b):
 def _nextafter(a, b):
     dt = result_type(kind(a), kind(b))
     if not _is_float(dt):
-        raise _unsupported("nextafter", dt)
+        raise unsupported("nextafter", dt)
     if dt == _BF16:
         a, b = _cast(a, _F32), _cast(b, _F32)
         # Step one bfloat16 ulp: the next float32 rounded would not move.
@@ -786,7 +896,7 @@ def _complex(real, imag):
             f"Expected both inputs to be Half, Float or Double tensors but got "
             f"{NUMPY_TO_TORCH.get(dt, dt)} and {NUMPY_TO_TORCH.get(imag.dtype, imag.dtype)}")
     if dt == _F16:
-        raise _unsupported("complex", dt)
+        raise unsupported("complex", dt)
     c = np.complex64 if dt == _F32 else np.complex128
     out = np.empty(np.broadcast_shapes(real.shape, imag.shape), c)
     out.real = real
@@ -905,13 +1015,52 @@ def _polynomials():
 # --- several operands -----------------------------------------------------------------------
 
 
+_CLAMP_COMPLEX = "clamp is not supported for complex types"
+
+
+def _clamp_name(min, max) -> str:
+    return "clamp" if min is not None and max is not None else (
+        "clamp_min" if min is not None else "clamp_max")
+
+
 def _clamp(x, min=None, max=None):
+    """``clamp`` with Python numbers as bounds. As CPU: a floating-point ``x`` keeps its dtype
+    (a complex bound must be real, as its conversion to double asks); others promote, to
+    anything but complex; bool has no kernel."""
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    complex_bound = isinstance(min, complex) or isinstance(max, complex)
+    if x.dtype.kind == "c" or complex_bound and not _is_float(x.dtype):
+        raise NotImplementedError(_CLAMP_COMPLEX)
+    if complex_bound:
+        if any(isinstance(v, complex) and v.imag for v in (min, max)):
+            raise RuntimeError("value cannot be converted to type double without overflow")
+        min, max = (v.real if isinstance(v, complex) else v for v in (min, max))
+    return _clamped(_clamp_name(min, max), x, min, max)
+
+
+def _clamp_scalar_bound(x, min, max):
+    """``clamp_min`` and ``clamp_max`` with a Python number: CPU refuses a complex one."""
+    if x.dtype.kind == "c" or isinstance(min, complex) or isinstance(max, complex):
+        raise NotImplementedError(_CLAMP_COMPLEX)
+    return _clamped(_clamp_name(min, max), x, min, max)
+
+
+def _clamp_tensor(x, min=None, max=None):
+    """``clamp.Tensor``: with one bound CPU computes ``maximum`` or ``minimum`` (bool
+    included); with both, its clamp kernel, which has no bool."""
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    name = _clamp_name(min, max)
+    return _clamped({"clamp_min": "maximum", "clamp_max": "minimum"}.get(name, name), x, min,
+                    max, bools=name != "clamp")
+
+
+def _clamped(name, x, min, max, bools=False):
     kinds = [kind(x)] + [kind(v) for v in (min, max) if v is not None]
     dt = result_type(*kinds)
-    if dt.kind == "c":
-        raise _unsupported("clamp", dt)
+    if dt.kind == "c" or dt == _BOOL and not bools:
+        raise unsupported(name, dt)
     c = _compute(dt)
     r = _cast(x, c)
     with np.errstate(all="ignore"):
@@ -924,20 +1073,37 @@ def _clamp(x, min=None, max=None):
 
 
 def _clamp_min(x, min):
-    return _clamp(x, min, None)
+    return _clamp_scalar_bound(x, min, None)
 
 
 def _clamp_max(x, max):
-    return _clamp(x, None, max)
+    return _clamp_scalar_bound(x, None, max)
+
+
+def _clamp_min_tensor(x, min):
+    return _clamp_tensor(x, min, None)
+
+
+def _clamp_max_tensor(x, max):
+    return _clamp_tensor(x, None, max)
 
 
 def _lerp(x, end, weight):
+    """CPU's ``lerp``: operands of one floating-point or complex dtype, the result's; a Python
+    ``weight`` is converted to it (a complex one must be real for a real ``x``)."""
     for other, what in ((end, "end"), (weight, "weight")):
         if isinstance(other, np.ndarray) and other.dtype != x.dtype:
             raise RuntimeError(
-                f"lerp: expected dtype {_scalar_type(NUMPY_TO_TORCH[x.dtype])} for `{what}`, "
-                f"but got dtype {_scalar_type(NUMPY_TO_TORCH[other.dtype])}")
-    dt = result_type(kind(x), kind(end), kind(weight))
+                f"lerp: expected dtype {scalar_type_name(NUMPY_TO_TORCH[x.dtype])} for `{what}`, "
+                f"but got dtype {scalar_type_name(NUMPY_TO_TORCH[other.dtype])}")
+    dt = x.dtype
+    if dt.kind in "biu":
+        raise unsupported("lerp", dt)
+    if isinstance(weight, complex) and dt.kind != "c":
+        if weight.imag:
+            name = "double" if dt == _F64 else "float"
+            raise RuntimeError(f"value cannot be converted to type {name} without overflow")
+        weight = weight.real
     c = _compute(dt)
     a, b, w = _cast(x, c), _cast(end, c), _cast(weight, c)
     with np.errstate(all="ignore"):
@@ -967,11 +1133,6 @@ def _addcdiv(x, t1, t2, *, value=1):
         return _finish(_cast(x, c) + _cast(value, c) * _cast(t1, c) / _cast(t2, c), dt)
 
 
-def _scalar_type(dtype: torch.dtype) -> str:
-    """PyTorch's C++ name of a dtype (``Float``, ``Long``), as its error messages use."""
-    return torch.empty((), dtype=dtype).type().removeprefix("torch.").removesuffix("Tensor")
-
-
 def _inplace(op, name):
     """The in-place overload of ``op``: its result written into ``self``, which keeps its
     dtype (a result PyTorch would not cast to it is an error, as on the CPU)."""
@@ -989,8 +1150,8 @@ def _inplace(op, name):
             have, want = NUMPY_TO_TORCH[np.dtype(dt)], NUMPY_TO_TORCH[self.dtype]
             if not torch.can_cast(have, want):
                 raise RuntimeError(
-                    f"{name}: result type {_scalar_type(have)} can't be cast to the desired "
-                    f"output type {_scalar_type(want)}"
+                    f"{name}: result type {scalar_type_name(have)} can't be cast to the desired "
+                    f"output type {scalar_type_name(want)}"
                 )
         if type(self) is _ndarray and self.flags.writeable:
             np.copyto(self, value, casting="unsafe")
@@ -1013,11 +1174,17 @@ def _fast_inplace(uf, op, name):
                 and (dt.kind == "f" and dt.itemsize >= 4 or dt.kind == "c")
                 and self.flags.writeable and other.shape == self.shape):
             check_no_internal_overlap(name, self)
-            if alpha != 1:
-                other = np.multiply(other, alpha, dtype=dt)
-            uf(self, other, out=self)
+            _check_alpha(dt, alpha)
+            if dt.kind == "c" and uf in (np.add, np.subtract):
+                np.add(self, _complex_alpha_times(other, alpha, uf), out=self)
+            else:
+                if alpha != 1:
+                    other = np.multiply(other, alpha, dtype=dt)
+                uf(self, other, out=self)
             return self
-        return slow(self, other, alpha=alpha) if alpha != 1 else slow(self, other)
+        if type(alpha) is int and alpha == 1:
+            return slow(self, other)
+        return slow(self, other, alpha=alpha)
 
     kernel.__name__ = name
     return kernel
@@ -1067,11 +1234,13 @@ def _unary_table():
         "log2": fu("log2", np.log2),
         "sqrt": fu("sqrt", _sqrt, ufunc=True),
         "rsqrt": fu("rsqrt", _rsqrt),
-        "reciprocal": fu("reciprocal", np.reciprocal),
+        "reciprocal": fu("reciprocal", _reciprocal, ufunc=True),
         "sigmoid": fu("sigmoid", _sigmoid),
         "sinc": fu("sinc", np.sinc),
-        "deg2rad": fu("deg2rad", np.deg2rad, complex_ok=False),
-        "rad2deg": fu("rad2deg", np.rad2deg, complex_ok=False),
+        "deg2rad": _real_only(fu("deg2rad", np.deg2rad), RuntimeError,
+                              "deg2rad is not supported for complex tensors."),
+        "rad2deg": _real_only(fu("rad2deg", np.rad2deg), RuntimeError,
+                              "rad2deg is not supported for complex tensors."),
         "erf": fu("erf", sp.erf, complex_ok=False),
         "erfc": fu("erfc", sp.erfc, complex_ok=False),
         "erfinv": fu("erfinv", sp.erfinv, complex_ok=False),
@@ -1105,9 +1274,9 @@ def _unary_table():
         "neg": _neg,
         "sign": _same_unary("sign", _sign, ints=np.sign, bools="copy", complex_ok=False),
         "sgn": _same_unary("sgn", _sgn, ints=np.sign, bools="copy"),
-        "ceil": _same_unary("ceil", np.ceil, ints="copy", bools="copy", complex_ok=False),
-        "floor": _same_unary("floor", np.floor, ints="copy", bools="copy", complex_ok=False),
-        "trunc": _same_unary("trunc", np.trunc, ints="copy", bools="copy", complex_ok=False),
+        "ceil": _same_unary("ceil", np.ceil, ints="copy", complex_ok=False),
+        "floor": _same_unary("floor", np.floor, ints="copy", complex_ok=False),
+        "trunc": _same_unary("trunc", np.trunc, ints="copy", complex_ok=False),
         "frac": _same_unary("frac", _frac, complex_ok=False),
         "_conj_physical": _conj_physical,
         "bitwise_not": _bitwise_not,
@@ -1117,7 +1286,8 @@ def _unary_table():
         "isfinite": _bool_unary("isfinite", np.isfinite, True),
         "isposinf": _bool_unary("isposinf", np.isposinf, False),
         "isneginf": _bool_unary("isneginf", np.isneginf, False),
-        "signbit": _bool_unary("signbit", np.signbit, None),
+        "signbit": _real_only(_bool_unary("signbit", np.signbit, None), NotImplementedError,
+                              "signbit is not implemented for complex tensors."),
         "round": _round,
         "round.decimals": _round,
         "nan_to_num": _nan_to_num,
@@ -1158,7 +1328,7 @@ def _binary_table():
     for name, uf in (("maximum", np.maximum), ("minimum", np.minimum), ("fmax", np.fmax),
                      ("fmin", np.fmin)):
         table[name] = _minmax(name, uf)
-    remainder = _int_mod("remainder", np.remainder)
+    remainder = _int_mod("remainder", _remainder)
     fmod = _int_mod("fmod", np.fmod)
     table.update({
         "remainder.Tensor": remainder,
@@ -1172,11 +1342,11 @@ def _binary_table():
         "pow.Tensor_Scalar": _pow,
         "pow.Scalar": _pow,
         "atan2": _float_binary("atan2", np.arctan2),
-        "hypot": _float_binary("hypot", np.hypot),
+        "hypot": _float_binary("hypot", np.hypot, ints_ok=False),
         "copysign.Tensor": _float_binary("copysign", _copysign),
         "copysign.Scalar": _float_binary("copysign", _copysign),
-        "logaddexp": _float_binary("logaddexp", _logaddexp, complex_ok=True),
-        "logaddexp2": _float_binary("logaddexp2", np.logaddexp2),
+        "logaddexp": _float_binary("logaddexp", _logaddexp, complex_ok=True, ints_ok=False),
+        "logaddexp2": _float_binary("logaddexp2", np.logaddexp2, ints_ok=False),
         "xlogy.Tensor": _float_binary("xlogy", _xlogy),
         "xlogy.Scalar_Self": _float_binary("xlogy", _xlogy),
         "xlogy.Scalar_Other": _float_binary("xlogy", _xlogy),
@@ -1186,16 +1356,16 @@ def _binary_table():
         "special_zeta": _float_binary("special_zeta", _zeta),
         "special_zeta.self_scalar": _float_binary("special_zeta", _zeta),
         "special_zeta.other_scalar": _float_binary("special_zeta", _zeta),
-        "igamma": _float_binary("igamma", _igamma),
-        "igammac": _float_binary("igammac", _igammac),
+        "igamma": _float_binary("igamma", _igamma, ints_ok=False),
+        "igammac": _float_binary("igammac", _igammac, ints_ok=False),
         "nextafter": _nextafter,
         "heaviside": _heaviside,
         "frexp.Tensor": _frexp,
         "complex": _complex,
         "polar": _polar,
         **_polynomials(),
-        "gcd": _promoting_binary("gcd", np.gcd, complex_ok=False, float_ok=False),
-        "lcm": _promoting_binary("lcm", np.lcm, complex_ok=False, float_ok=False),
+        "gcd": _promoting_binary("gcd", np.gcd, complex_ok=False, float_ok=False, bool_ok=False),
+        "lcm": _promoting_binary("lcm", np.lcm, complex_ok=False, float_ok=False, bool_ok=False),
     })
     return table
 
@@ -1245,11 +1415,11 @@ KERNELS = {
     "addcdiv_": _inplace(_addcdiv, "addcdiv_"),
     **_laid_out({
         "clamp": _clamp,
-        "clamp.Tensor": _clamp,
+        "clamp.Tensor": _clamp_tensor,
         "clamp_min": _clamp_min,
-        "clamp_min.Tensor": _clamp_min,
+        "clamp_min.Tensor": _clamp_min_tensor,
         "clamp_max": _clamp_max,
-        "clamp_max.Tensor": _clamp_max,
+        "clamp_max.Tensor": _clamp_max_tensor,
     }, scalars=False),
     "fill_.Scalar": _fill,
     "fill_.Tensor": _fill,

@@ -9,7 +9,15 @@ import ml_dtypes
 import numpy as np
 import torch
 
-from ._common import DEVICE, kind, np_dtype, NUMPY_TO_TORCH, result_type
+from ._common import (
+    DEVICE,
+    kind,
+    np_dtype,
+    NUMPY_TO_TORCH,
+    result_type,
+    scalar_type_name,
+    unsupported,
+)
 
 _LOW = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 _INT64 = np.dtype(np.int64)
@@ -272,10 +280,13 @@ def _vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
 
 
 def _extreme(op: str, f):
+    """``amax``/``amin``: as CPU, an empty result needs no kernel, complex or not."""
+
     def kernel(self, dim=(), keepdim=False):
         axis = _axes(op, self, dim)
-        _no_complex(op, self)
         _nonempty(op, self, axis)
+        if self.dtype.kind == "c" and self.size:
+            raise unsupported(op, self.dtype)
         with np.errstate(all="ignore"):
             return _out(f(self, axis=axis, keepdims=keepdim), self.dtype)
 
@@ -284,8 +295,9 @@ def _extreme(op: str, f):
 
 def _full_extreme(op: str, f):
     def kernel(self):
-        _no_complex(op, self)
         _nonempty(op, self, None)
+        if self.dtype.kind == "c":
+            raise unsupported(op, self.dtype)
         with np.errstate(all="ignore"):
             return _out(f(self), self.dtype)
 
@@ -624,8 +636,19 @@ def _bmm(a, b):
             f"bmm: expected sizes [{a.shape[0]}, *, {a.shape[2]}] of the second batch, "
             f"got {list(b.shape)}"
         )
-    dtype = _check_mm("bmm", a, b)
-    return _out(_matmul(a, b), dtype)
+    shape = (a.shape[0], a.shape[1], b.shape[2])
+    if 0 in shape or a.shape[2] == 0:
+        # CPU makes the result in batch2's dtype, and runs no kernel for an empty result or
+        # an empty sum (zeros): mixed dtypes or bool go unchecked there.
+        return np.zeros(shape, b.dtype)
+    if a.dtype != b.dtype:
+        raise RuntimeError(
+            f"expected scalar type {scalar_type_name(_torch_dtype(a))} but found "
+            f"{scalar_type_name(_torch_dtype(b))}"
+        )
+    if a.dtype == _BOOL:
+        raise unsupported("bmm", a.dtype)
+    return _out(_matmul(a, b), a.dtype)
 
 
 def _scaled_add(op: str, self, product, beta, alpha, dtype):
