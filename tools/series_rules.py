@@ -144,6 +144,7 @@ STANDALONE_FILES = {
     "models), too slow for PyTorch's CI",
     "test/test_guard_answers.py": "checks against careless guards, standalone hardening tests",
     "test/test_kernel_contract.py": "checks against careless kernels, standalone hardening tests",
+    "test/test_layering.py": "the layering of the standalone package's modules",
     "test/test_payload_functions.py": "checks against careless payload functions, standalone "
     "hardening tests",
     "test/test_distributed.py": "spawns multi-process gloo groups per test (minutes); the c10d "
