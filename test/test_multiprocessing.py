@@ -19,7 +19,7 @@ import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
 import torch_acc
-from torch_acc import _ipc
+from torch_acc import _ipc, record
 from torch_acc.backends import numpy as npy_backend
 
 npy_backend.setup()
@@ -159,8 +159,9 @@ class TestSendInProcess(TestCase):
             raise OSError("no such memory")
 
         data = ForkingPickler.dumps(torch.ones(2, device="npy"))
-        hooks = _ipc.hooks
-        _ipc.hooks = _ipc.Hooks(hooks.share, rebuild, hooks.is_shared)
+        backend = record.get("npy")
+        hooks = backend.ipc
+        backend.ipc = record.IpcFunctions(hooks.share, rebuild, hooks.is_shared)
         try:
             with self.assertRaisesRegex(
                 RuntimeError,
@@ -170,7 +171,7 @@ class TestSendInProcess(TestCase):
             ):
                 pickle.loads(data)
         finally:
-            _ipc.hooks = hooks
+            backend.ipc = hooks
 
     def test_receiver_without_the_backend_names_it(self):
         # What a process without the backend runs when it receives a tensor of it.

@@ -455,7 +455,9 @@ _ACCELERATOR_TAIL = """
 
 
 def _set_current_accelerator(device):
-    accelerator_choice()
+    from torch.utils._acc.accelerator import chosen
+
+    accelerator_choice(chosen)
 
 
 if not hasattr(torch._C, "_accelerator_setCurrentAccelerator"):

@@ -208,10 +208,11 @@ def apply_current_accelerator(tree: Path) -> None:
     )
 
 
-def _public_name(module: ast.Module, name: str, signature: str, call: str) -> str:
-    """A public in-tree function that calls the registry's ``name`` (imported when called:
-    ``torch.utils`` and ``torch.accelerator`` load while ``torch`` initializes, before the
-    registry can), with the registry function's docstring."""
+def _public_name(src: str, name: str, signature: str, call: str) -> str:
+    """A public in-tree function that calls ``name`` of the standalone module ``src``
+    (``"accelerator"``; imported when called: ``torch.utils`` and ``torch.accelerator`` load
+    while ``torch`` initializes, before ``torch.utils._acc`` can), with its docstring."""
+    module = ast.parse((ROOT / f"torch_acc/{src}.py").read_text())
     doc = ast.get_docstring(
         next(n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == name),
         clean=False,
@@ -219,15 +220,14 @@ def _public_name(module: ast.Module, name: str, signature: str, call: str) -> st
     return (
         f"\n\ndef {name}{signature}:\n"
         f'    r"""{doc}"""\n'
-        f"    from torch.utils._acc.registry import {name} as _{name}\n\n"
+        f"    from torch.utils._acc.{src} import {name} as _{name}\n\n"
         f"    return _{name}{call}\n"
     )
 
 
 def apply_accelerator_api(tree: Path) -> None:
     """``torch.accelerator.set_current_accelerator`` and ``torch.utils.register_backend``, the
-    public names of the registry's functions (``torch/utils/_acc/registry.py``)."""
-    module = ast.parse((ROOT / "torch_acc/registry.py").read_text())
+    public names of ``torch/utils/_acc/accelerator.py``'s and ``registry.py``'s functions."""
     path = "torch/accelerator/__init__.py"
     edit(
         tree,
@@ -239,14 +239,14 @@ def apply_accelerator_api(tree: Path) -> None:
     target.write_text(
         target.read_text()
         + _public_name(
-            module, "set_current_accelerator", "(device: _device_t, /) -> None", "(device)"
+            "accelerator", "set_current_accelerator", "(device: _device_t, /) -> None", "(device)"
         )
     )
     target = tree / "torch/utils/__init__.py"
     target.write_text(
         target.read_text()
         + _public_name(
-            module,
+            "registry",
             "register_backend",
             "(name: str, module, *, setup=None) -> None",
             "(name, module, setup=setup)",
@@ -613,12 +613,20 @@ ACC_PARTS = [
     ("Autocast.cpp", "Autocast.h"),
 ]
 #: The Python files of each Python patch (backend_registration.py is merged, rule 5).
-LIBRARY_FILES = ("torch_acc/library.py", "torch_acc/_ipc.py")
-DISTRIBUTED_FILES = ("torch_acc/payload.py", "torch_acc/distributed.py")
+LIBRARY_FILES = (
+    "torch_acc/payload.py",
+    "torch_acc/record.py",
+    "torch_acc/library.py",
+    "torch_acc/_ipc.py",
+)
+DISTRIBUTED_FILES = ("torch_acc/distributed.py",)
 SETUP_FILES = (
     "torch_acc/_autocast.py",
     "torch_acc/_fallback.py",
+    "torch_acc/compile.py",
+    "torch_acc/device_module.py",
     "torch_acc/registry.py",
+    "torch_acc/accelerator.py",
 )
 NUMPY_GROUPS = tuple(
     tuple(f"torch_acc/backends/numpy/{name}" for name in group)
@@ -830,7 +838,10 @@ torch/utils/_acc/library.py: how a Python backend registers its kernels for Priv
 of torch._C._acc: impl(name, fn) for one operator (overloads and out= variants resolved),
 views and as_strided, random-number generators, serialization formats of payloads
 (impl_serialization) and an opt-in check of each kernel's results (TORCH_ACC_CHECK_KERNELS=1)
-for backend authors.
+for backend authors. What it registers is kept in the backend's record
+(torch/utils/_acc/record.py: one record per backend, found from its device type, and the
+check of PrivateUse1's one slot), beside the payload helpers (payload.py) and the sharing of
+payloads between processes (ipc.py).
 """,
         python_files(*LIBRARY_FILES),
         "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
@@ -848,8 +859,8 @@ coalescing, functional collectives, DTensor and torch.distributed.checkpoint; ra
 what they pass first, so a mismatch is an error naming the collective on every rank, and a
 dead peer or timeout raises gloo's error, never a hang. DistributedDataParallel runs with its
 Python reducer (data_parallel). register() makes the backend known as "acc" for a device; the
-next patch's setup_privateuseone_for_python_backend calls it. Also the payload helpers
-(torch/utils/_acc/payload.py) it reads device data with.
+next patch's setup_privateuseone_for_python_backend calls it. It reads device data with the
+payload helpers of torch/utils/_acc/payload.py.
 """,
         python_files(*DISTRIBUTED_FILES),
         "Compile-checked (tools/check_series.py, this prefix of the series). Multi-process\n"
@@ -867,10 +878,11 @@ or a PrivateUse1 already taken, raises a RuntimeError naming the backend that ho
 invalid names raise ValueError.
 
 Its private helpers, in torch/utils/_acc/: the decomposition fallback (fallback), autocast
-registration (autocast), payload helpers (payload) and the registry of named backends
-(registry: any number registered, one bound to PrivateUse1, the current accelerator's
-choice handed to torch._C._accelerator_setCurrentAccelerator, which the [ATen] patch
-adds).
+registration (autocast), the default device module (device_module), the per-device
+torch.compile backend and inductor's refusal (compile), the registry of named backends
+(registry: any number registered, one bound to PrivateUse1) and the current accelerator's
+choice (accelerator: handed to torch._C._accelerator_setCurrentAccelerator, which the
+[ATen] patch adds).
 """,
         apply_backend_registration,
         '    python -c "import torch; torch.utils.backend_registration.'
@@ -889,7 +901,7 @@ build's accelerators and the registered backends, or none ("cpu"/None). Choosing
 registered backend binds it to PrivateUse1 first; a second Python backend on the one
 PrivateUse1 slot is a RuntimeError that names both. The choice goes to
 at::setCurrentAccelerator (the [ATen] patch). Both are thin public names over
-torch/utils/_acc/registry.py.
+torch/utils/_acc/accelerator.py and registry.py.
 """,
         apply_accelerator_api,
         f"    python test/{series_rules.TEST_PREFIX}current_accelerator.py",

@@ -21,12 +21,16 @@ CPP_DIR = ("csrc/acc", "torch/csrc/acc")
 MODULES = {
     "torch_acc._C": "torch._C._acc",
     "torch_acc._autocast": "torch.utils._acc.autocast",
+    "torch_acc.accelerator": "torch.utils._acc.accelerator",
     "torch_acc.backend_registration": "torch.utils.backend_registration",
+    "torch_acc.compile": "torch.utils._acc.compile",
+    "torch_acc.device_module": "torch.utils._acc.device_module",
     "torch_acc._fallback": "torch.utils._acc.fallback",
     "torch_acc._ipc": "torch.utils._acc.ipc",
     "torch_acc.distributed": "torch.utils._acc.distributed",
     "torch_acc.library": "torch.utils._acc.library",
     "torch_acc.payload": "torch.utils._acc.payload",
+    "torch_acc.record": "torch.utils._acc.record",
     "torch_acc.registry": "torch.utils._acc.registry",
     "torch_acc.backends.numpy": "torch.testing._internal.acc_numpy_backend",
     # Public names: in-tree, the registry's functions are torch.accelerator's and torch.utils'.
@@ -48,17 +52,23 @@ FILES = {
     "torch_acc/_autocast.py": "torch/utils/_acc/autocast.py",
     "torch_acc/_fallback.py": "torch/utils/_acc/fallback.py",
     "torch_acc/_ipc.py": "torch/utils/_acc/ipc.py",
+    "torch_acc/accelerator.py": "torch/utils/_acc/accelerator.py",
+    "torch_acc/compile.py": "torch/utils/_acc/compile.py",
+    "torch_acc/device_module.py": "torch/utils/_acc/device_module.py",
     "torch_acc/distributed.py": "torch/utils/_acc/distributed.py",
     "torch_acc/library.py": "torch/utils/_acc/library.py",
     "torch_acc/payload.py": "torch/utils/_acc/payload.py",
+    "torch_acc/record.py": "torch/utils/_acc/record.py",
     "torch_acc/registry.py": "torch/utils/_acc/registry.py",
     "torch_acc/_C.pyi": "torch/_C/_acc/__init__.pyi",
 }
 PACKAGE_INIT = (
     "torch/utils/_acc/__init__.py",
     '"""Private helpers of ``torch.utils.backend_registration`` for PrivateUse1 backends written\n'
-    "in Python: kernel registration (``library``), the decomposition fallback, autocast, payload\n"
-    'helpers and the registry of named backends."""\n',
+    "in Python: one record per backend (``record``), kernel registration (``library``), the\n"
+    "decomposition fallback, autocast, payload helpers, the default device module, the\n"
+    "per-device compile backend, the registry of named backends and the current-accelerator\n"
+    'choice."""\n',
 )
 #: Rule 3 for packages: every module of a carried package goes to the in-tree package (the
 #: reference NumPy backend is PyTorch's test backend there; its modules import each other
@@ -134,6 +144,7 @@ STANDALONE_FILES = {
     "models), too slow for PyTorch's CI",
     "test/test_guard_answers.py": "checks against careless guards, standalone hardening tests",
     "test/test_kernel_contract.py": "checks against careless kernels, standalone hardening tests",
+    "test/test_layering.py": "the layering of the standalone package's modules",
     "test/test_payload_functions.py": "checks against careless payload functions, standalone "
     "hardening tests",
     "test/test_distributed.py": "spawns multi-process gloo groups per test (minutes); the c10d "

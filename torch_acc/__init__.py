@@ -21,18 +21,13 @@ from torch_acc import (
     library,
 )
 from torch_acc._C import DeviceGuard, PrivateUse1Hooks
+from torch_acc.accelerator import current_accelerator, set_current_accelerator
 from torch_acc.backend_registration import (
     register_compile_backend,
     setup_privateuseone_for_python_backend,
 )
 from torch_acc.payload import payload, wrap
-from torch_acc.registry import (
-    current_accelerator,
-    device,
-    register_backend,
-    set_current_accelerator,
-    use,
-)
+from torch_acc.registry import device, register_backend, use
 
 __all__ = [
     "DeviceGuard",

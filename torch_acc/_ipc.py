@@ -19,30 +19,24 @@ import os
 import torch
 import torch.multiprocessing.reductions as torch_reductions
 
-from torch_acc import _C
+from torch_acc import _C, record
+from torch_acc.payload import describe, layout
 
 __all__ = ["check_fork", "in_bad_fork", "is_shared", "reduce_tensor", "share_memory_"]
 
-
-class Hooks:
-    """The IPC functions of ``library.impl_ipc``."""
-
-    def __init__(self, share, rebuild, is_shared):
-        self.share = share
-        self.rebuild = rebuild
-        self.is_shared = is_shared
-
-
-#: The backend's :class:`Hooks`, or None: tensors are sent as CPU copies.
-hooks: Hooks | None = None
-#: Whether the backend declared that its tensors work in a child made by ``os.fork()``.
-fork_safe = False
 #: The error every use of the backend raises in a forked child, or None.
 _bad_fork: str | None = None
 
 
 def _backend() -> str:
     return torch._C._get_privateuse1_backend_name()
+
+
+def _ipc_functions() -> record.IpcFunctions | None:
+    """The IPC functions (``library.impl_ipc``) of the backend on PrivateUse1, or None:
+    tensors are sent as CPU copies."""
+    backend = record.get(_backend())
+    return None if backend is None else backend.ipc
 
 
 def _fork_message(name: str) -> str:
@@ -59,7 +53,8 @@ def _after_fork_in_child() -> None:
     global _bad_fork
     if not _C.is_python_backend():
         return
-    if fork_safe:
+    backend = record.get(_backend())
+    if backend is not None and backend.fork_safe:
         _C.after_fork_in_child(None)
         return
     _bad_fork = _fork_message(_backend())
@@ -95,6 +90,7 @@ def _share(t: torch.Tensor):
     """The handle of ``share`` for the payload ``t`` reads, which from then on is the payload
     ``share`` gave (in memory other processes can open); None where the backend shares
     nothing."""
+    hooks = _ipc_functions()
     if hooks is None:
         return None
     check_fork()
@@ -110,18 +106,16 @@ def _share(t: torch.Tensor):
         )
     handle, held = shared
     if held is not payload:
-        from torch_acc import library
-
-        layout = library._layout(held)
+        found = layout(held)
         if (
-            layout is None
-            or layout.dtype != t.dtype
-            or list(layout.shape) != sizes
-            or list(layout.stride()) != strides
+            found is None
+            or found.dtype != t.dtype
+            or list(found.shape) != sizes
+            or list(found.stride()) != strides
         ):
             raise RuntimeError(
                 f"the {_backend()} backend's IPC function share ({name}) returned the payload "
-                f"{library._describe(held)}, but expected one laid out as the payload it "
+                f"{describe(held)}, but expected one laid out as the payload it "
                 f"shares: dtype {t.dtype}, shape {tuple(sizes)}, strides {tuple(strides)}"
             )
         _C.replace_whole_payload(t, held, sizes, strides)
@@ -143,6 +137,7 @@ def is_shared(t: torch.Tensor) -> bool | None:
     processes can open (the backend's ``is_shared``). None if ``t`` is no payload tensor."""
     if not _C.is_payload_tensor(t):
         return None
+    hooks = _ipc_functions()
     if hooks is None or hooks.is_shared is None:
         return False
     check_fork()
@@ -169,6 +164,7 @@ def _rebuild_shared(
 ):
     """A tensor received over the payload that ``handle`` opens (see :func:`_share`)."""
     _check_backend(backend)
+    hooks = _ipc_functions()
     if hooks is None:
         raise RuntimeError(
             f"cannot receive a tensor shared by the {backend} backend: this process's "

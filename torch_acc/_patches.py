@@ -2,6 +2,12 @@ r"""Runtime patches that give stock torch wheels what the patch series changes i
 
 Each source change of the series is one entry of :data:`SOURCE_CHANGES`, applied once by
 :func:`apply`; :func:`accelerator_choice` stands in for ``torch.accelerator`` changes.
+
+Each helper imports the torch_acc modules it uses when it is called: in-tree it is a function
+of the torch module it changes (``torch/_tensor.py``...), which cannot import
+``torch.utils._acc`` while ``torch`` loads. This module imports nothing of torch_acc at its top:
+it sits below the setup and the accelerator choice, which call it, and takes the choice as a
+callback (:func:`accelerator_choice`).
 """
 
 import functools
@@ -227,7 +233,7 @@ def reduce_payload_tensor(t: "torch.Tensor"):
 
     if not _C.is_payload_tensor(t):
         return None
-    return library._reduce(t)
+    return library.reduce_for_pickle(t)
 
 
 def share_payload_memory(t: "torch.Tensor") -> bool:
@@ -269,9 +275,9 @@ def refuse_python_backend_graph(gm, example_inputs) -> None:
     if isinstance(gm, torch.nn.Module):
         tensors += list(gm.parameters()) + list(gm.buffers())
     if any(t.device.type == name for t in tensors):
-        from torch_acc import backend_registration
+        from torch_acc.compile import inductor_refusal
 
-        raise RuntimeError(backend_registration.inductor_refusal(name))
+        raise RuntimeError(inductor_refusal(name))
 
 
 def run_backward(engine, t_outputs, *args, **kwargs):
@@ -453,8 +459,10 @@ def original(name: str):
     return _ORIGINALS.get(name) or getattr(torch.accelerator, name)
 
 
-def accelerator_choice() -> None:
-    """``torch.accelerator`` and ``torch.get_device_module()`` report the chosen accelerator.
+def accelerator_choice(chosen) -> None:
+    """``torch.accelerator`` and ``torch.get_device_module()`` report the accelerator that
+    ``chosen()`` names: it returns ``(False, None)`` while none was chosen (torch's own answers
+    stand), else ``(True, device)``, ``device`` None for none (the CPU only).
 
     Upstream, ``torch.accelerator.set_current_accelerator`` makes ``at::getAccelerator``
     honour the choice. A stock wheel's C++ cannot be changed from Python, so only these
@@ -466,8 +474,6 @@ def accelerator_choice() -> None:
     """
     if _ORIGINALS:
         return
-    from torch_acc import registry
-
     acc = torch.accelerator
     _ORIGINALS.update(
         current_accelerator=acc.current_accelerator,
@@ -481,8 +487,8 @@ def accelerator_choice() -> None:
 
     @functools.wraps(acc.current_accelerator)
     def current_accelerator(*args, **kwargs):
-        choice = registry._choice()
-        if choice is registry._UNSET:
+        made, choice = chosen()
+        if not made:
             return _ORIGINALS["current_accelerator"](*args, **kwargs)
         check_available = kwargs.get("check_available", args[0] if args else False)
         if choice is None or (check_available and not chosen_module(choice).is_available()):
@@ -491,22 +497,22 @@ def accelerator_choice() -> None:
 
     @functools.wraps(acc.device_count)
     def device_count():
-        choice = registry._choice()
-        if choice is registry._UNSET:
+        made, choice = chosen()
+        if not made:
             return _ORIGINALS["device_count"]()
         return 0 if choice is None else chosen_module(choice).device_count()
 
     @functools.wraps(acc.is_available)
     def is_available():
-        choice = registry._choice()
-        if choice is registry._UNSET:
+        made, choice = chosen()
+        if not made:
             return _ORIGINALS["is_available"]()
         return choice is not None and chosen_module(choice).is_available()
 
     @functools.wraps(torch.get_device_module)
     def get_device_module(device=None):
-        choice = registry._choice()
-        if device is None and choice is not registry._UNSET:
+        made, choice = chosen()
+        if device is None and made:
             return torch.cpu if choice is None else chosen_module(choice)
         return _ORIGINALS["get_device_module"](device)
 

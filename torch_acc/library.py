@@ -21,7 +21,9 @@ import weakref
 
 import torch
 
-from torch_acc import _C, _ipc
+from torch_acc import _C, _ipc, record
+from torch_acc.payload import describe as _describe
+from torch_acc.payload import layout as _layout
 
 __all__ = [
     "check_kernels",
@@ -32,10 +34,15 @@ __all__ = [
     "impl_serialization",
 ]
 
-_payload_functions: dict[str, object] = {}
-_lib = None
-#: ``(serialize, deserialize)`` of :func:`impl_serialization`, or None: through the CPU.
-_serialization: tuple | None = None
+
+def _backend() -> record.BackendRecord:
+    """The record of the backend on PrivateUse1, which holds what is registered here."""
+    return record.privateuse1()
+
+
+def _payload_functions() -> dict:
+    """``to_cpu``, ``from_cpu`` and ``copy_into`` of :func:`impl_payload` (empty before)."""
+    return _backend().payload_functions
 
 
 def impl(op: str, fn=None):
@@ -80,10 +87,10 @@ def impl_payload(*, as_strided, to_cpu, from_cpu, copy_into):
     ``TypeError`` (not a tensor or payload at all) or ``RuntimeError`` (wrong shape, dtype or
     strides) naming the backend, the function and what it returned.
     """
-    global _lib
-    if _payload_functions:
+    backend = _backend()
+    if backend.payload_functions:
         raise RuntimeError("the payload functions of this backend are already registered")
-    _payload_functions.update(to_cpu=to_cpu, from_cpu=from_cpu, copy_into=copy_into)
+    backend.payload_functions.update(to_cpu=to_cpu, from_cpu=from_cpu, copy_into=copy_into)
     _C.set_as_strided(_checked_as_strided(as_strided))
     _C.set_copy_into(copy_into)
     lib = torch.library.Library("aten", "IMPL")
@@ -95,7 +102,7 @@ def impl_payload(*, as_strided, to_cpu, from_cpu, copy_into):
     for key in ("Conjugate", "Negative"):
         lib.impl("_copy_from", torch.library.fallthrough_kernel, key)
         lib.impl("_copy_from_and_resize", torch.library.fallthrough_kernel, key)
-    _lib = lib
+    backend.libraries.append(lib)
 
 
 def _on_device(t: torch.Tensor) -> bool:
@@ -106,26 +113,9 @@ def _function_name(fn) -> str:
     return getattr(fn, "__qualname__", None) or repr(fn)
 
 
-def _describe(obj) -> str:
-    """What a payload function returned, for an error message."""
-    if obj is None:
-        return "None"
-    if isinstance(obj, torch.Tensor):
-        return f"a {obj.device.type} torch.Tensor of shape {tuple(obj.shape)} and dtype {obj.dtype}"
-    kind = type(obj)
-    name = kind.__qualname__ if kind.__module__ == "builtins" else (
-        f"{kind.__module__.split('.')[0]}.{kind.__qualname__}"
-    )
-    try:
-        shape, dtype = tuple(obj.shape), obj.dtype
-    except Exception:  # noqa: BLE001 - not array-like: its type is all there is to say
-        return f"a {name}"
-    return f"a {name} of shape {shape} and dtype {dtype}"
-
-
 def _bad_result(function: str, result, expected: str, error=RuntimeError) -> Exception:
     backend = torch._C._get_privateuse1_backend_name()
-    fn = _payload_functions.get(function)
+    fn = _payload_functions().get(function)
     named = function if fn is None else f"{function} ({_function_name(fn)})"
     return error(
         f"the {backend} backend's payload function {named} returned {_describe(result)}, "
@@ -159,15 +149,6 @@ def _checked_as_strided(as_strided):
     return view
 
 
-def _layout(payload, device=None) -> torch.Tensor | None:
-    """A tensor over ``payload`` with the payload's own shape, dtype and strides, as the C++
-    core reads them; None if ``payload`` is no payload (it has no shape or dtype)."""
-    try:
-        return _C.wrap(payload, device=device)
-    except Exception:  # noqa: BLE001 - whatever the object lacks, it is not a payload
-        return None
-
-
 def _same_strides(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether ``a`` and ``b``, of one shape, lay their elements out alike in memory."""
     return a.numel() == 0 or all(
@@ -185,7 +166,7 @@ def _extent(t: torch.Tensor) -> int:
 
 def _to_cpu(t: torch.Tensor) -> torch.Tensor:
     """``to_cpu`` of the payload of the device tensor ``t``, checked."""
-    value = _payload_functions["to_cpu"](_C.payload(t))
+    value = _payload_functions()["to_cpu"](_C.payload(t))
     if (
         isinstance(value, torch.Tensor)
         and value.device.type == "cpu"
@@ -203,7 +184,7 @@ def _to_cpu(t: torch.Tensor) -> torch.Tensor:
 
 def _from_cpu(t: torch.Tensor):
     """``from_cpu`` of the CPU tensor ``t``, checked."""
-    result = _payload_functions["from_cpu"](t)
+    result = _payload_functions()["from_cpu"](t)
     found = _layout(result)
     if found is None or found.shape != t.shape or found.dtype != t.dtype:
         raise _bad_result(
@@ -217,7 +198,7 @@ def _from_cpu(t: torch.Tensor):
 
 def _write(dst: torch.Tensor, value) -> None:
     given = _C.payload(dst)
-    result = _payload_functions["copy_into"](given, value)
+    result = _payload_functions()["copy_into"](given, value)
     if result is given:
         return
     found = _layout(result)
@@ -355,9 +336,10 @@ def impl_ipc(share, rebuild, *, is_shared=None):
                 f"expected {what} to be callable, but got {type(fn).__qualname__} (backend "
                 f"{torch._C._get_privateuse1_backend_name()})"
             )
-    if _ipc.hooks is not None:
+    backend = _backend()
+    if backend.ipc is not None:
         raise RuntimeError("the IPC functions of this backend are already registered")
-    _ipc.hooks = _ipc.Hooks(share, rebuild, is_shared)
+    backend.ipc = record.IpcFunctions(share, rebuild, is_shared)
 
 
 def declare_fork_safe(safe: bool = True) -> None:
@@ -370,7 +352,7 @@ def declare_fork_safe(safe: bool = True) -> None:
     fork-safe, and then works in forked children, such as ``DataLoader`` workers and
     processes of the ``fork`` start method. Takes effect for forks made after the call.
     """
-    _ipc.fork_safe = bool(safe)
+    _backend().fork_safe = bool(safe)
 
 
 def impl_serialization(serialize, deserialize):
@@ -414,22 +396,22 @@ def impl_serialization(serialize, deserialize):
         >>> library.impl_serialization(serialize, deserialize)
         >>> torch.save(torch.ones(3, device="npy"), "ones.pt")  # holds the .npy bytes
     """
-    global _serialization
     for what, fn in (("serialize", serialize), ("deserialize", deserialize)):
         if not callable(fn):
             raise TypeError(
                 f"expected {what} to be callable, but got {type(fn).__qualname__} (backend "
                 f"{torch._C._get_privateuse1_backend_name()})"
             )
-    if not _payload_functions:
+    backend = _backend()
+    if not backend.payload_functions:
         raise RuntimeError(
             "register the payload functions (impl_payload) before impl_serialization: loading "
             "with map_location='cpu' needs to_cpu"
         )
-    if _serialization is not None:
+    if backend.serialization is not None:
         raise RuntimeError("the serialization functions of this backend are already registered")
     _allow_rebuild()
-    _serialization = (serialize, deserialize)
+    backend.serialization = (serialize, deserialize)
 
 
 def _allow_rebuild() -> None:
@@ -479,7 +461,7 @@ def _saved_memory(tensor: torch.Tensor, payload, sizes, strides):
     extent = _layout_extent(sizes, strides)
     if extent == 0:
         return None
-    values = _payload_functions["to_cpu"](payload)
+    values = _payload_functions()["to_cpu"](payload)
     if not (
         isinstance(values, torch.Tensor)
         and values.device.type == "cpu"
@@ -502,8 +484,8 @@ def _saved_memory(tensor: torch.Tensor, payload, sizes, strides):
     return memory
 
 
-def _reduce(tensor: torch.Tensor):
-    """``(rebuild function, arguments)`` saving the payload tensor ``tensor``, or None to
+def reduce_for_pickle(tensor: torch.Tensor):
+    r"""``(rebuild function, arguments)`` saving the payload tensor ``tensor``, or None to
     save it as torch saves a tensor without storage (a CPU copy of its values).
 
     The payload is saved once per file, however many tensors read it: in the backend's own
@@ -521,7 +503,8 @@ def _reduce(tensor: torch.Tensor):
     saved = _saving.get(id(payload))
     if saved is None or (saved.payload if isinstance(saved, _SavedPayload)
                          else _memory_of[id(saved)][0]) is not payload:
-        state = None if _serialization is None else _serialization[0](payload)
+        serialization = _backend().serialization
+        state = None if serialization is None else serialization[0](payload)
         if state is not None:
             saved = _SavedPayload(payload, (
                 _rebuild_payload_tensor,
@@ -607,11 +590,14 @@ def _restore_device(device: str) -> torch.device:
 
 
 def _rebuild_payload_tensor(backend, state, dtype, size, device, requires_grad, strides=None):
-    """Loads a payload saved in the backend's own format by :func:`_reduce`, on ``device``
-    or where ``map_location`` says, laid out with ``strides`` where the file gives them."""
+    """Loads a payload saved in the backend's own format by :func:`reduce_for_pickle`, on
+    ``device`` or where ``map_location`` says, laid out with ``strides`` where the file gives
+    them."""
+    found = record.get(backend)
+    serialization = None if found is None else found.serialization
     if torch._C._get_privateuse1_backend_name() != backend or not _C.is_python_backend():
         reason = f"the {backend} backend is not set up in this process"
-    elif _serialization is None:
+    elif serialization is None:
         reason = f"the {backend} backend registers no deserialize function (impl_serialization)"
     else:
         reason = None
@@ -634,7 +620,7 @@ def _rebuild_payload_tensor(backend, state, dtype, size, device, requires_grad, 
             "non-negative ints; the file is damaged or was not written by torch.save"
         )
     target = _restore_device(device)
-    deserialize = _serialization[1]
+    deserialize = serialization[1]
     if target.type == backend and target.index is not None:
         # The payload is made on the device it will belong to, as kernels' results are.
         previous = _C.current_device()
@@ -666,7 +652,7 @@ def _rebuild_payload_tensor(backend, state, dtype, size, device, requires_grad, 
 
 
 def _rebuild_payload_view(backend, base, dtype, size, stride, offset, requires_grad):
-    """Loads a tensor saved by :func:`_reduce`: a view of ``base``, the tensor its payload
+    """Loads a tensor saved by :func:`reduce_for_pickle`: a view of ``base``, the tensor its payload
     was loaded as (once for all the tensors that read it), wherever ``map_location`` put
     it."""
     if not (

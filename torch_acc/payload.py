@@ -4,7 +4,7 @@ import torch
 
 from torch_acc import _C
 
-__all__ = ["payload", "wrap"]
+__all__ = ["describe", "layout", "payload", "wrap"]
 
 
 #: ``wrap(payload, *, shape=None, dtype=None, device=None, strides=None)``, a tensor whose data
@@ -20,3 +20,30 @@ def payload(tensor: torch.Tensor):
     For a view this is what the backend's ``as_strided`` makes of the base's payload.
     """
     return _C.payload(tensor)
+
+
+def layout(obj, device=None) -> torch.Tensor | None:
+    r"""A tensor over the payload ``obj`` with the payload's own shape, dtype and strides, as
+    the C++ core reads them; None if ``obj`` is no payload (it has no shape or dtype)."""
+    try:
+        return _C.wrap(obj, device=device)
+    except Exception:  # noqa: BLE001 - whatever the object lacks, it is not a payload
+        return None
+
+
+def describe(obj) -> str:
+    r"""What a backend function returned (a payload, a tensor, anything), for an error
+    message."""
+    if obj is None:
+        return "None"
+    if isinstance(obj, torch.Tensor):
+        return f"a {obj.device.type} torch.Tensor of shape {tuple(obj.shape)} and dtype {obj.dtype}"
+    kind = type(obj)
+    name = kind.__qualname__ if kind.__module__ == "builtins" else (
+        f"{kind.__module__.split('.')[0]}.{kind.__qualname__}"
+    )
+    try:
+        shape, dtype = tuple(obj.shape), obj.dtype
+    except Exception:  # noqa: BLE001 - not array-like: its type is all there is to say
+        return f"a {name}"
+    return f"a {name} of shape {shape} and dtype {dtype}"

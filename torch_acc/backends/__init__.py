@@ -7,12 +7,12 @@ backends (:func:`torch_acc.registry.backends`), as the package and the function 
 import sys
 import types
 
+from torch_acc import registry
+
 
 class _CallableModule(types.ModuleType):
     def __call__(self) -> dict[str, bool]:
-        from torch_acc.registry import backends
-
-        return backends()
+        return registry.backends()
 
 
 sys.modules[__name__].__class__ = _CallableModule
