@@ -2,8 +2,9 @@
 softmax, losses, activations, and their gradients.
 
 Floating-point inputs only (float16 and bfloat16 are computed in float32 and cast back),
-but for ``relu``, ``hardtanh`` and ``threshold``, which take integers too, as on CPU; other
-dtypes raise a ``NotImplementedError`` (CPU's error for a dtype a kernel lacks) naming the
+but for ``relu``, ``hardtanh`` and ``threshold``, which take integers too, and
+``tanh_backward`` and ``sigmoid_backward``, which take complex, as on CPU; other dtypes
+raise a ``NotImplementedError`` (CPU's error for a dtype a kernel lacks) naming the
 operator and the backend. Convolutions are im2col (``sliding_window_view``) and a
 ``tensordot``, which NumPy hands to BLAS.
 """
@@ -1210,12 +1211,16 @@ def _shrink_backward(g, x, lambd):
 
 
 def _sigmoid_backward(gy, y):
+    if y.dtype.kind == "c":  # as CPU: the conjugate of the derivative
+        return _out(gy * np.conj((1 - y) * y), y.dtype)
     dtype, cdt = _compute_dtype("sigmoid_backward", y)
     g, yc = _f(gy, cdt), _f(y, cdt)
     return _out(g * (1 - yc) * yc, dtype)
 
 
 def _tanh_backward(gy, y):
+    if y.dtype.kind == "c":
+        return _out(gy * np.conj(1 - y * y), y.dtype)
     dtype, cdt = _compute_dtype("tanh_backward", y)
     g, yc = _f(gy, cdt), _f(y, cdt)
     return _out(g * (1 - yc * yc), dtype)
