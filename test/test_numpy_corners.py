@@ -775,6 +775,16 @@ class TestDtypeRefusals(CornersTestCase):
                 lambda d, op=op: op(torch.zeros(0, 3, dtype=torch.complex64, device=d), 0),
                 IndexError, "Expected reduction dim 0 to have non-zero size")
 
+    def test_complex_tanh_and_sigmoid_gradients(self):
+        # CPU's tanh_backward and sigmoid_backward take complex (fuzz seeds 341, 2017).
+        for f in (torch.tanh, torch.sigmoid):
+            def grad(d, f=f):
+                x = _complexes(d).requires_grad_()
+                f(x).abs().sum().backward()
+                return x.grad
+
+            self.assertSameAsCpu(grad)
+
     def test_complex32_results_refused_not_swallowed(self):
         """A float16 tensor and a complex Python number make complex32 on CPU, which NumPy
         lacks: the backend's NotImplementedError reaches the caller, where torch's reflected
