@@ -159,6 +159,20 @@ class TestFuzzer(TestCase):
             fuzz._exec(stmt, cpu)
         self.assertEqual(cpu["t1"].shape, (3, 3))
 
+    def test_failure_that_cpu_leaves_half_done(self):
+        # CPU's scatter_ writes the elements before a bad index, then raises (fuzz seed 239):
+        # a device that raises before writing is not a finding; one that writes part of a
+        # tensor where CPU does not is.
+        def program(writer):
+            return _plant(_base(), Stmt(
+                f'(tq[0].fill_(7.0) if {writer} else None); int("not a number")',
+                "planted", ("tq",),
+            ))
+
+        self.assertIsNone(fuzz.check(program('dev == "cpu"'), "npy"))
+        finding = fuzz.check(program('dev != "cpu"'), "npy")
+        self.assertEqual((finding.kind, finding.op), ("value", "planted"))
+
     def test_order_dependent_refusal_ends_the_program(self):
         # CPU computes a sum into a view of its own input in its loops' order; the device
         # refuses with an error that says so, which is documented, not a finding.

@@ -831,17 +831,26 @@ def _documented_refusal(error: BaseException) -> bool:
     return any(pattern.search(str(error)) for pattern in DOCUMENTED_REFUSALS)
 
 
-def _define_grown(written: Sequence[str], before: dict[str, int], cpu: dict, acc: dict) -> None:
-    r"""Zero, on both sides, the tensors a statement that raised has grown (or made): an
-    ``out=`` tensor resized before the operator failed holds uninitialised memory on CPU (as
-    ``torch.empty``), which no device can be expected to match."""
+def _settle_failure(
+    written: Sequence[str], before: dict[str, int], kept: dict, cpu: dict, acc: dict
+) -> None:
+    r"""After a statement that raised on both sides, zero on both sides the tensors it wrote
+    whose values CPU leaves unspecified: one it grew (or made), where an ``out=`` tensor
+    resized before the operator failed holds uninitialised memory on CPU (as
+    ``torch.empty``); and one the device left as it was, where CPU wrote part of it before
+    raising (``scatter_`` with a bad index at its end). A device that leaves a part written
+    where CPU does not stays a finding."""
     for name in written:
         c, a = cpu.get(name), acc.get(name)
-        if (
-            isinstance(c, torch.Tensor)
-            and isinstance(a, torch.Tensor)
-            and c.numel() > before.get(name, -1)
-        ):
+        if not (isinstance(c, torch.Tensor) and isinstance(a, torch.Tensor)):
+            continue
+        old = kept.get(name)
+        now = _read(a)
+        untouched = (
+            isinstance(old, torch.Tensor) and isinstance(now, torch.Tensor)
+            and old.shape == now.shape and _close(old, now) is None
+        )
+        if c.numel() > before.get(name, -1) or untouched:
             for t in (c, a):
                 with contextlib.suppress(Exception), torch.no_grad():
                     t.zero_()
@@ -865,9 +874,12 @@ def check(
             trace(index)
         before = {n: t.numel() for n, t in _tensors(cpu).items() if n in stmt.writes}
         ce = _exec(stmt, cpu)
+        kept = None if ce is None else {
+            n: _read(t) for n, t in _tensors(acc).items() if n in stmt.writes
+        }
         ae = _exec(stmt, acc)
         if ce is not None and ae is not None:
-            _define_grown(stmt.writes, before, cpu, acc)
+            _settle_failure(stmt.writes, before, kept, cpu, acc)
         if ce is None and ae is not None and _documented_refusal(ae):
             return None  # The rest of the program depends on what CPU made here.
         if (ce is None) != (ae is None):
