@@ -819,8 +819,9 @@ def _compare(
 #: dtype a backend declares it lacks is its own documented limit.
 DOCUMENTED_REFUSALS = (
     re.compile(r"aten::view\.dtype: cannot view a tensor on \S+ of dtype"),
-    # A backend's declared dtype support (NumPy has no complex32).
-    re.compile(r"backend does not support dtype torch\.complex32"),
+    # A backend's declared dtype support (NumPy has no complex32, nor torch 2.14's
+    # bcomplex32, which bfloat16 and a complex scalar promote to there).
+    re.compile(r"backend does not support dtype torch\.b?complex32"),
     # An out= or in-place write into elements the operator also reads, where CPU's answer
     # depends on the order its loops write them (csrc/acc/Bridge.cpp, checkOverlap).
     re.compile(r"CPU computes this, but its result (depends|can depend) on the order in which"),
