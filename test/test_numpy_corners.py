@@ -797,6 +797,27 @@ class TestDtypeRefusals(CornersTestCase):
                 f()
 
 
+class TestEmptyResults(CornersTestCase):
+    """CPU's dtype checks where the result has no elements, as this torch makes them (2.6
+    skips them for argmax/argmin and mv; 2.13 and 2.14 refuse; fuzz seeds 13 and 574 on
+    2.6)."""
+
+    def test_arg_reductions_of_empty_complex(self):
+        for shape, dim in (((3, 0, 1), 0), ((3, 0, 1), 2), ((0, 2), 1), ((3, 2), 0)):
+            for op in (torch.argmax, torch.argmin):
+                with self.subTest(op=op.__name__, shape=shape, dim=dim):
+                    self.assertSameAsCpu(lambda d, op=op, shape=shape, dim=dim: op(
+                        torch.zeros(shape, dtype=torch.complex64, device=d), dim, keepdim=True))
+
+    def test_mv_of_empty_mixed_dtypes(self):
+        for m, v in (((4, 0), (0,)), ((0, 3), (3,)), ((2, 3), (3,))):
+            for a, b in ((torch.float16, torch.complex64), (torch.complex64, torch.float16),
+                         (torch.float64, torch.float32)):
+                with self.subTest(m=m, a=a, b=b):
+                    self.assertSameAsCpu(lambda d, m=m, v=v, a=a, b=b: torch.mv(
+                        torch.zeros(m, dtype=a, device=d), torch.zeros(v, dtype=b, device=d)))
+
+
 class TestCpuFormulas(CornersTestCase):
     """Values at the edges (inf, nan, signed zeros) where CPU's answer is its formula's: npy
     computes the same formula (fuzz seeds 625, 2192, 2312, 2394, 2481). Complex results are

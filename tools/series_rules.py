@@ -271,6 +271,7 @@ PY_FACTS = {
     "C10D_HOLDS_PYTHON_WORKS": "False",
     "BOOL_SUBTRACTION_ERROR": "RuntimeError",
     "FLOAT_TO_INT_TRUNCATES_TO_MAX": "False",
+    "EMPTY_RESULTS_SKIP_DTYPE_CHECKS": "True",
     "REMOVED_ATEN_OPS": '{"cholesky": (2, 14)}',
     "STREAM_QUERIES_NOEXCEPT": "True",
     "DDP_PYTHON_REDUCER_MODE": '"python_reducer_without_compiled_forward"',

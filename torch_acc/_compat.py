@@ -48,6 +48,10 @@ BOOL_SUBTRACTION_ERROR = NotImplementedError if TORCH_VERSION >= (2, 14) else Ru
 #: it); the minimum stays exact on both. The releases between are not checked.
 FLOAT_TO_INT_TRUNCATES_TO_MAX = TORCH_VERSION >= (2, 14)
 
+#: Whether CPU checks the dtypes of ``argmax``/``argmin`` (complex) and ``mv`` (mixed) only
+#: where the result has elements: 2.6 returns an empty index tensor, and ``mv``'s zeros in the
+#: vector's dtype; 2.13 and 2.14 refuse them. The releases between are not checked.
+EMPTY_RESULTS_SKIP_DTYPE_CHECKS = TORCH_VERSION < (2, 13)
 #: aten operators that a supported release removed, with the first release without them. A
 #: backend's kernel table may name them: its kernels for them are registered where they exist.
 REMOVED_ATEN_OPS = {"cholesky": (2, 14)}

@@ -9,6 +9,8 @@ import ml_dtypes
 import numpy as np
 import torch
 
+from torch_acc import _compat
+
 from ._common import (
     DEVICE,
     kind,
@@ -306,7 +308,8 @@ def _full_extreme(op: str, f):
 
 def _arg(op: str, f):
     def kernel(self, dim=None, keepdim=False):
-        _no_complex(op, self)
+        if not (_compat.EMPTY_RESULTS_SKIP_DTYPE_CHECKS and _empty_arg_result(self, dim)):
+            _no_complex(op, self)
         if self.dtype == np.bool_:
             raise RuntimeError(f"{op}(): does not support bool input")
         a = _up(self)
@@ -324,6 +327,15 @@ def _arg(op: str, f):
         return _out(f(a, axis=axis, keepdims=keepdim), _INT64)
 
     return kernel
+
+
+def _empty_arg_result(a, dim) -> bool:
+    """Whether argmax/argmin over ``dim`` of ``a`` has no elements, its reduced dimension
+    not being the empty one (which is an error)."""
+    if dim is None or a.ndim == 0:
+        return False
+    axis = dim % a.ndim
+    return a.shape[axis] != 0 and any(n == 0 for i, n in enumerate(a.shape) if i != axis)
 
 
 def _with_indices(op: str, f):
@@ -756,6 +768,8 @@ def _mv(a, b):
             f"size mismatch, got input ({a.shape[0] if a.ndim else 0}), mat "
             f"({'x'.join(map(str, a.shape))}), vec ({'x'.join(map(str, b.shape))})"
         )
+    if _compat.EMPTY_RESULTS_SKIP_DTYPE_CHECKS and 0 in a.shape:
+        return np.zeros(a.shape[0], b.dtype)
     dtype = _check_mm("mv", a, b)
     return _out(_matmul(a, b), dtype)
 
