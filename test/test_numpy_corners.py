@@ -804,12 +804,15 @@ class TestEmptyResults(TestCase):
 
     assertSameAsCpu = CornersTestCase.assertSameAsCpu
 
-    def test_arg_reductions_of_empty_complex(self):
-        for shape, dim in (((3, 0, 1), 0), ((3, 0, 1), 2), ((0, 2), 1), ((3, 2), 0)):
-            for op in (torch.argmax, torch.argmin):
-                with self.subTest(op=op.__name__, shape=shape, dim=dim):
-                    self.assertSameAsCpu(lambda d, op=op, shape=shape, dim=dim: op(
-                        torch.zeros(shape, dtype=torch.complex64, device=d), dim, keepdim=True))
+    def test_arg_reductions_of_complex_and_bool(self):
+        cases = (((3, 0, 1), 0), ((3, 0, 1), 2), ((0, 2), 1), ((3, 2), 0), ((3, 1), 1),
+                 ((1,), 0), ((1,), None), ((), None), ((), 0), ((3, 2), 1))
+        for shape, dim in cases:
+            for op, dtype in itertools.product(
+                    (torch.argmax, torch.argmin), (torch.complex64, torch.bool)):
+                with self.subTest(op=op.__name__, shape=shape, dim=dim, dtype=dtype):
+                    self.assertSameAsCpu(lambda d, op=op, shape=shape, dim=dim, dtype=dtype: op(
+                        torch.zeros(shape, dtype=dtype, device=d), dim))
 
     def test_mv_of_empty_mixed_dtypes(self):
         for m, v in (((4, 0), (0,)), ((0, 3), (3,)), ((2, 3), (3,))):

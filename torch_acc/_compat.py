@@ -48,8 +48,9 @@ BOOL_SUBTRACTION_ERROR = NotImplementedError if TORCH_VERSION >= (2, 14) else Ru
 #: it); the minimum stays exact on both. The releases between are not checked.
 FLOAT_TO_INT_TRUNCATES_TO_MAX = TORCH_VERSION >= (2, 14)
 
-#: Whether CPU checks the dtypes of ``argmax``/``argmin`` (complex) and ``mv`` (mixed) only
-#: where the result has elements: 2.6 returns an empty index tensor, and ``mv``'s zeros in the
+#: Whether CPU checks the dtypes of ``argmax``/``argmin`` (complex, bool) and ``mv`` (mixed)
+#: only where its kernel runs: 2.6 answers a reduced dimension of size 1 with zeros, a result
+#: without elements with an empty tensor, and ``mv`` of empty operands with zeros in the
 #: vector's dtype; 2.13 and 2.14 refuse them. The releases between are not checked.
 EMPTY_RESULTS_SKIP_DTYPE_CHECKS = TORCH_VERSION < (2, 13)
 #: aten operators that a supported release removed, with the first release without them. A

@@ -308,10 +308,10 @@ def _full_extreme(op: str, f):
 
 def _arg(op: str, f):
     def kernel(self, dim=None, keepdim=False):
-        if not (_compat.EMPTY_RESULTS_SKIP_DTYPE_CHECKS and _empty_arg_result(self, dim)):
+        if not (_compat.EMPTY_RESULTS_SKIP_DTYPE_CHECKS and _arg_kernel_skipped(self, dim)):
             _no_complex(op, self)
-        if self.dtype == np.bool_:
-            raise RuntimeError(f"{op}(): does not support bool input")
+            if self.dtype == np.bool_:
+                raise RuntimeError(f"{op}(): does not support bool input")
         a = _up(self)
         if dim is None:
             if a.size == 0:
@@ -329,13 +329,16 @@ def _arg(op: str, f):
     return kernel
 
 
-def _empty_arg_result(a, dim) -> bool:
-    """Whether argmax/argmin over ``dim`` of ``a`` has no elements, its reduced dimension
-    not being the empty one (which is an error)."""
+def _arg_kernel_skipped(a, dim) -> bool:
+    """Whether torch 2.6's CPU answers argmax/argmin over ``dim`` of ``a`` without its kernel
+    (so without its dtype checks): a reduced dimension of size 1 (zeros), or a result without
+    elements, the reduced dimension not being the empty one (which is an error)."""
     if dim is None or a.ndim == 0:
         return False
     axis = dim % a.ndim
-    return a.shape[axis] != 0 and any(n == 0 for i, n in enumerate(a.shape) if i != axis)
+    return a.shape[axis] == 1 or (
+        a.shape[axis] != 0 and any(n == 0 for i, n in enumerate(a.shape) if i != axis)
+    )
 
 
 def _with_indices(op: str, f):
