@@ -92,7 +92,7 @@ class BackendRecord:
     #: Whether the backend declared its tensors work in a child made by ``os.fork()``.
     fork_safe: bool = False
     #: The ``torch.library.Library`` objects that hold its registrations.
-    libraries: list[torch.library.Library] = field(default_factory=list)
+    libraries: list = field(default_factory=list)
     #: ``(compiler_fn, aot)`` of ``register_compile_backend``, or None: ``aot_eager``.
     compiler: tuple[Callable, bool] | None = None
 
