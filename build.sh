@@ -19,7 +19,8 @@ REQUIREMENTS=(
   clang-format==23.1.5
 )
 
-log() { printf '[build.sh] %s\n' "$*" >&2; }
+# Each line carries the time, so that a CI log shows where its time went.
+log() { printf '[build.sh %s] %s\n' "$(date +%T)" "$*" >&2; }
 
 setup_env() {
   if [[ ! -x $PY ]]; then
@@ -42,6 +43,9 @@ build() {
   # still be the build for another torch version.
   TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PY" setup.py --quiet build_ext --inplace \
     --build-lib "build/lib-torch$TORCH_VERSION" --build-temp "build/temp-torch$TORCH_VERSION"
+  # The compile commands of this build, for clangd and clang-tidy: the core's headers resolve
+  # through build/include (torch/csrc/acc -> csrc/acc, see setup.py).
+  "$VENV/bin/ninja" -C "build/temp-torch$TORCH_VERSION" -t compdb >compile_commands.json
   if ! "$PY" -m pip show --quiet torch_acc >/dev/null 2>&1; then
     "$PY" -m pip install --quiet --disable-pip-version-check --no-build-isolation --no-deps -e .
   fi
@@ -68,12 +72,15 @@ case "${1:-main}" in
     "$PY" -m ruff check torch_acc test tools bench setup.py
     "$VENV/bin/clang-format" --dry-run --Werror csrc/acc/*.cpp csrc/acc/*.h csrc/standalone.cpp \
       test/cpp/*.cpp
+    log "running the tests on torch $TORCH_VERSION"
     "$PY" tools/run_tests.py test
     if [[ $TORCH_VERSION == 2.13.0 ]]; then
       # The series is checked once, against its own torch 2.6.0 environment.
       ensure_compile_deps
+      log "checking the patch series"
       "$PY" tools/check_series.py
     fi
+    log "done with torch $TORCH_VERSION"
     ;;
   patch)
     setup_env

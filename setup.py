@@ -42,7 +42,13 @@ setup(
             # itself does (USE_NUMPY, torch/csrc/utils/numpy_stub.h).
             include_dirs=[_include_root(), numpy.get_include()],
             define_macros=[("USE_NUMPY", None)],
-            extra_compile_args=["-O2", "-fvisibility=hidden"],
+            # Without debug information unless TORCH_ACC_DEBUG=1 (for gdb, sanitizers):
+            # torch's headers make it most of the compile time (about half).
+            extra_compile_args=[
+                "-O2",
+                "-fvisibility=hidden",
+                "-g" if os.environ.get("TORCH_ACC_DEBUG") == "1" else "-g0",
+            ],
         )
     ],
     cmdclass={"build_ext": BuildExtension},

@@ -43,19 +43,14 @@ def _register(name: str, module: str) -> None:
     if _import_error is not None:
         return
     try:
-        importlib.import_module("torch_acc")
+        registry = importlib.import_module("torch_acc.registry")
     except Exception as e:  # noqa: BLE001 - import torch must not fail for torch_acc
         _import_error = e
         warnings.warn(_import_failed(e), stacklevel=3)
         return
-    try:
-        importlib.import_module(module).register()
-    except Exception as e:  # noqa: BLE001 - import torch must not fail for one backend
-        warnings.warn(
-            f"torch_acc: backend {name!r} was not registered: {type(e).__name__}: {e}. "
-            "torch works without it",
-            stacklevel=3,
-        )
+    # By name: the backend's module (and NumPy, JAX...) is imported when it is bound, not by
+    # ``import torch``. autoload turns any error into a warning.
+    registry.autoload(name, module)
 
 
 def _extension_failed(error: BaseException | None) -> bool:

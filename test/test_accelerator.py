@@ -11,9 +11,9 @@ import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
 from torch_acc import _compat
-from torch_acc.backends import numpy as npy_backend
+from torch_acc.backends import reference
 
-npy_backend.setup()
+reference.setup()
 
 needs_accelerator_memory = unittest.skipUnless(
     _compat.ACCELERATOR_MEMORY, "this torch has no torch.accelerator memory functions"
@@ -22,41 +22,41 @@ needs_accelerator_memory = unittest.skipUnless(
 
 class TestAccelerator(TestCase):
     def test_current_accelerator(self):
-        self.assertEqual(torch.accelerator.current_accelerator(), torch.device("npy"))
+        self.assertEqual(torch.accelerator.current_accelerator(), torch.device("ref"))
         self.assertEqual(torch.accelerator.device_count(), 1)
 
     def test_synchronize(self):
-        x = torch.ones(3, device="npy") * 2
+        x = torch.ones(3, device="ref") * 2
         torch.accelerator.synchronize()
         torch.accelerator.synchronize(0)
-        torch.npy.synchronize()
+        torch.ref.synchronize()
         self.assertEqual(x.cpu(), torch.full((3,), 2.0))
 
     def test_device_context(self):
-        with torch.npy.device("npy:0"):
-            self.assertEqual(torch.npy.current_device(), 0)
+        with torch.ref.device("ref:0"):
+            self.assertEqual(torch.ref.current_device(), 0)
         with self.assertRaisesRegex(ValueError, r"expected a device index in \[0, 1\)"):
-            with torch.npy.device(1):
+            with torch.ref.device(1):
                 pass
-        self.assertEqual(torch.npy.current_device(), 0)
+        self.assertEqual(torch.ref.current_device(), 0)
 
     def test_current_stream(self):
         s = torch.accelerator.current_stream()
-        self.assertEqual(s.device, torch.device("npy:0"))
+        self.assertEqual(s.device, torch.device("ref:0"))
         self.assertEqual(s.stream_id, 0)
         self.assertTrue(s.query())
         s.synchronize()
 
 
 class TestMemoryOfPayloads(TestCase):
-    """The npy backend's hooks report no figures: torch reports the bytes of its live payloads
+    """The ref backend's hooks report no figures: torch reports the bytes of its live payloads
     (test_memory_stats.py has the details)."""
 
     @needs_accelerator_memory
     def test_accelerator_memory(self):
         gc.collect()
         base = torch.accelerator.memory_allocated()
-        x = torch.ones(1000, device="npy")
+        x = torch.ones(1000, device="ref")
         self.assertEqual(torch.accelerator.memory_allocated(), base + 4000)
         self.assertGreaterEqual(torch.accelerator.max_memory_allocated(), base + 4000)
         self.assertEqual(torch.accelerator.memory_reserved(), base + 4000)
@@ -75,29 +75,29 @@ class TestMemoryOfPayloads(TestCase):
     def test_accelerator_memory_info_is_an_error(self):
         with self.assertRaisesRegex(
             NotImplementedError,
-            r"the npy backend reports no free and total memory: its hooks \(_Hooks\) define no "
+            r"the ref backend reports no free and total memory: its hooks \(_Hooks\) define no "
             r"mem_get_info\(device_index\)",
         ):
             torch.accelerator.get_memory_info()
 
     def test_device_module_memory(self):
         gc.collect()
-        base = torch.npy.memory_allocated()
-        x = torch.ones(1000, device="npy")
-        self.assertEqual(torch.npy.memory_stats()["allocated_bytes.all.current"], base + 4000)
-        self.assertEqual(torch.npy.memory_allocated(), base + 4000)
-        self.assertGreaterEqual(torch.npy.max_memory_allocated("npy:0"), base + 4000)
-        self.assertEqual(torch.npy.memory_reserved(0), base + 4000)
-        self.assertGreaterEqual(torch.npy.max_memory_reserved(), base + 4000)
-        torch.npy.empty_cache()
+        base = torch.ref.memory_allocated()
+        x = torch.ones(1000, device="ref")
+        self.assertEqual(torch.ref.memory_stats()["allocated_bytes.all.current"], base + 4000)
+        self.assertEqual(torch.ref.memory_allocated(), base + 4000)
+        self.assertGreaterEqual(torch.ref.max_memory_allocated("ref:0"), base + 4000)
+        self.assertEqual(torch.ref.memory_reserved(0), base + 4000)
+        self.assertGreaterEqual(torch.ref.max_memory_reserved(), base + 4000)
+        torch.ref.empty_cache()
         del x
         gc.collect()
-        torch.npy.reset_peak_memory_stats()
-        self.assertEqual(torch.npy.max_memory_allocated(), base)
-        torch.npy.reset_accumulated_memory_stats()
-        self.assertEqual(torch.npy.memory_stats()["allocated_bytes.all.allocated"], 0)
-        with self.assertRaisesRegex(NotImplementedError, "the npy backend reports no free"):
-            torch.npy.mem_get_info()
+        torch.ref.reset_peak_memory_stats()
+        self.assertEqual(torch.ref.max_memory_allocated(), base)
+        torch.ref.reset_accumulated_memory_stats()
+        self.assertEqual(torch.ref.memory_stats()["allocated_bytes.all.allocated"], 0)
+        with self.assertRaisesRegex(NotImplementedError, "the ref backend reports no free"):
+            torch.ref.mem_get_info()
 
 
 _REPORTING_BACKEND = """

@@ -5,9 +5,9 @@ import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
 from torch_acc import _autocast
-from torch_acc.backends import numpy as npy_backend
+from torch_acc.backends import reference
 
-npy_backend.setup()
+reference.setup()
 
 
 def _operands(device):
@@ -35,19 +35,19 @@ class TestOpLists(TestCase):
 
 class TestAutocast(TestCase):
     def test_supported_dtypes(self):
-        self.assertEqual(torch.npy.get_amp_supported_dtype(), [torch.float16, torch.bfloat16])
-        self.assertTrue(torch.amp.is_autocast_available("npy"))
+        self.assertEqual(torch.ref.get_amp_supported_dtype(), [torch.float16, torch.bfloat16])
+        self.assertTrue(torch.amp.is_autocast_available("ref"))
 
     def test_lower_precision_op(self):
-        a, b = _operands("npy")
+        a, b = _operands("ref")
         ca, cb = _operands("cpu")
         for dtype in (torch.float16, torch.bfloat16):
-            with torch.autocast("npy", dtype=dtype):
-                self.assertTrue(torch.is_autocast_enabled("npy"))
-                self.assertEqual(torch.get_autocast_dtype("npy"), dtype)
+            with torch.autocast("ref", dtype=dtype):
+                self.assertTrue(torch.is_autocast_enabled("ref"))
+                self.assertEqual(torch.get_autocast_dtype("ref"), dtype)
                 out = a @ b
                 mm = torch.mm(a, b)
-            self.assertFalse(torch.is_autocast_enabled("npy"))
+            self.assertFalse(torch.is_autocast_enabled("ref"))
             self.assertEqual(out.dtype, dtype)
             self.assertEqual(mm.dtype, dtype)
             with torch.autocast("cpu", dtype=dtype):
@@ -73,24 +73,24 @@ class TestAutocast(TestCase):
         for dtype in (torch.float16, torch.bfloat16):
             with torch.autocast("cpu", dtype=dtype):
                 cpu = run("cpu", dtype)
-            with torch.autocast("npy", dtype=dtype):
-                npy = run("npy", dtype)
-            self.assertEqual(npy, cpu)
+            with torch.autocast("ref", dtype=dtype):
+                ref = run("ref", dtype)
+            self.assertEqual(ref, cpu)
             self.assertEqual(
-                npy,
+                ref,
                 {"mm": dtype, "cat": torch.float32, "stack": dtype, "mse_loss": torch.float32,
                  "add": torch.float32, "add_half": dtype, "float64": torch.float64},
             )
 
     def test_cpu_tensors_are_left_alone(self):
         a, b = _operands("cpu")
-        with torch.autocast("npy", dtype=torch.float16):
+        with torch.autocast("ref", dtype=torch.float16):
             self.assertEqual((a @ b).dtype, torch.float32)
 
     def test_disabled_and_nested(self):
-        a, b = _operands("npy")
-        with torch.autocast("npy", dtype=torch.float16):
-            with torch.autocast("npy", enabled=False):
+        a, b = _operands("ref")
+        with torch.autocast("ref", dtype=torch.float16):
+            with torch.autocast("ref", enabled=False):
                 self.assertEqual((a @ b).dtype, torch.float32)
             self.assertEqual((a @ b).dtype, torch.float16)
 
@@ -101,16 +101,16 @@ class TestAutocast(TestCase):
 
     def _training_step(self, dtype):
         torch.manual_seed(0)
-        model = torch.nn.Linear(3, 2).to("npy")
-        x, _ = _operands("npy")
-        with torch.autocast("npy", dtype=dtype):
+        model = torch.nn.Linear(3, 2).to("ref")
+        x, _ = _operands("ref")
+        with torch.autocast("ref", dtype=dtype):
             out = model(x)
             self.assertEqual(out.dtype, dtype)
-            loss = torch.nn.functional.mse_loss(out, torch.zeros(4, 2, device="npy"))
+            loss = torch.nn.functional.mse_loss(out, torch.zeros(4, 2, device="ref"))
         self.assertEqual(loss.dtype, torch.float32)
         loss.backward()
         self.assertEqual(model.weight.grad.dtype, torch.float32)
-        self.assertEqual(model.weight.grad.device, torch.device("npy:0"))
+        self.assertEqual(model.weight.grad.device, torch.device("ref:0"))
 
         cpu = torch.nn.Linear(3, 2)
         cpu.load_state_dict({k: v.cpu() for k, v in model.state_dict().items()})
@@ -122,10 +122,10 @@ class TestAutocast(TestCase):
         self.assertEqual(model.weight.grad.cpu(), cpu.weight.grad, atol=2e-2, rtol=2e-2)
 
     def test_unsupported_dtype_warns_and_disables(self):
-        a, b = _operands("npy")
-        message = "npy Autocast only supports dtypes of torch.float16, torch.bfloat16"
+        a, b = _operands("ref")
+        message = "ref Autocast only supports dtypes of torch.float16, torch.bfloat16"
         with self.assertWarnsRegex(UserWarning, message):
-            with torch.autocast("npy", dtype=torch.float64):
+            with torch.autocast("ref", dtype=torch.float64):
                 self.assertEqual((a @ b).dtype, torch.float32)
 
 

@@ -67,19 +67,22 @@ sys.meta_path.insert(0, FailingImports())
 """
 
 
-def _import_torch(fail: dict, then: str = "") -> subprocess.CompletedProcess:
-    """``import torch`` in a subprocess whose torch_acc has the entry points of pyproject.toml
-    (a distribution that shadows any installed torch_acc), with the imports in ``fail``
-    failing; prints the warnings that name torch_acc as JSON, then runs ``then``."""
+def _import_torch(
+    fail: dict, then: str = "", first: str = "torch"
+) -> subprocess.CompletedProcess:
+    """``import torch`` (or ``first``, which imports it) in a subprocess whose torch_acc has
+    the entry points of pyproject.toml (a distribution that shadows any installed torch_acc),
+    with the imports in ``fail`` failing; prints the warnings that name torch_acc as JSON,
+    then runs ``then``."""
     code = (
         f"FAIL = {fail!r}\n"
         + _FAILING_IMPORTS
         + textwrap.dedent(
-            """
+            f"""
             import json, warnings
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                import torch
+                import {first}
             print(json.dumps([str(w.message) for w in caught if "torch_acc" in str(w.message)]))
             """
         )
@@ -145,6 +148,18 @@ class TestAutoload(TestCase):
         expected = {"npy": False, "ref": False} | ({"jax": False} if HAVE_JAX else {})
         self.assertEqual(ast.literal_eval(listed), expected)
 
+    def test_import_torch_acc_first_registers_the_backends(self):
+        # `import torch_acc` imports torch, whose autoload imports the backends while
+        # torch_acc's __init__ is still running: they must import only what exists then.
+        proc = _import_torch(
+            {}, "import torch_acc; print(torch_acc.backends())", first="torch_acc"
+        )
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        warned, listed = proc.stdout.splitlines()
+        self.assertEqual(warned, "[]")
+        expected = {"npy": False, "ref": False} | ({"jax": False} if HAVE_JAX else {})
+        self.assertEqual(ast.literal_eval(listed), expected)
+
     def test_extension_that_cannot_load_is_one_warning(self):
         # As after `pip install -U torch` with torch_acc built against the torch before.
         undefined = (
@@ -181,23 +196,50 @@ class TestAutoload(TestCase):
         # Imported explicitly, the package still fails loudly.
         self.assertEqual(imported, f"import torch_acc: {undefined}")
 
-    def test_one_backend_that_cannot_load_leaves_the_other(self):
+    def test_import_torch_imports_no_backend(self):
+        """The entry points register the backends by name: ``import torch`` imports none of
+        their modules (nor NumPy's or JAX's kernels); binding one imports it."""
         proc = _import_torch(
-            {"ml_dtypes": "No module named 'ml_dtypes'"},
-            "import torch_acc; print(torch_acc.backends())",
+            {},
+            """
+            import sys
+            print(sorted(m for m in sys.modules
+                         if m.startswith(("torch_acc.backends.", "jax", "torch._dynamo"))))
+            import torch_acc
+            print(torch_acc.backends())
+            torch_acc.use("ref")
+            print("torch_acc.backends.reference" in sys.modules)
+            """,
         )
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        warned, listed = proc.stdout.splitlines()
-        # JAX needs ml_dtypes too: where it is installed, its backend is not registered either.
-        self.assertEqual(
-            json.loads(warned),
-            [
-                f"torch_acc: backend '{name}' was not registered: ImportError: No module named "
-                "'ml_dtypes'. torch works without it"
-                for name in (("jax", "npy") if HAVE_JAX else ("npy",))
-            ],
+        warned, before, listed, bound = proc.stdout.splitlines()
+        self.assertEqual(warned, "[]")
+        self.assertEqual(before, "[]")
+        names = ("jax", "npy", "ref") if HAVE_JAX else ("npy", "ref")
+        self.assertEqual(listed, repr({name: False for name in names}))
+        self.assertEqual(bound, "True")
+
+    def test_one_backend_that_cannot_load_leaves_the_other(self):
+        """A backend whose module cannot be imported fails loudly when it is bound (its
+        module is imported then, not by ``import torch``); the others work."""
+        proc = _import_torch(
+            {"ml_dtypes": "No module named 'ml_dtypes'"},
+            """
+            import torch_acc
+            try:
+                torch_acc.use("npy")
+            except RuntimeError as e:
+                print(e)
+            print(torch_acc.use("ref"), (torch.ones(2, device="ref") + 1).tolist())
+            """,
         )
-        self.assertEqual(listed, "{'ref': False}")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        warned, failed, works = proc.stdout.splitlines()
+        self.assertEqual(warned, "[]")
+        self.assertEqual(
+            failed, "backend 'npy' failed to set up: No module named 'ml_dtypes'"
+        )
+        self.assertEqual(works, "ref [2.0, 2.0]")
 
 
 if __name__ == "__main__":

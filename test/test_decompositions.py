@@ -1,9 +1,9 @@
 # Owner(s): ["module: PrivateUse1"]
 """Operators without a kernel run through torch._decomp; otherwise a clear error.
 
-The backend here is a small one, ``dec``: the NumPy backend's payload functions and a dozen of
-its kernels (arithmetic, exp/log, mm, sum, mean, fill), so that most operators must decompose
-and some cannot.
+The backend here is a small one, ``dec``: the passthrough backend's payload functions (CPU
+tensors) and a dozen of its kernels (arithmetic, exp/log, mm, sum, mean, fill), so that most
+operators must decompose and some cannot.
 """
 
 import torch
@@ -12,29 +12,21 @@ from torch.testing._internal.common_utils import run_tests, TestCase
 from torch_acc import _compat, library
 from torch_acc._fallback import MissingKernelError
 from torch_acc.backend_registration import setup_privateuseone_for_python_backend
-from torch_acc.backends.numpy import _common, _nn, _pointwise, _reduce, _shape
+from torch_acc.backends import reference
 
 DEVICE = "dec"
-KERNELS = {
-    **{k: _shape.KERNELS[k] for k in ("empty.memory_format", "empty_strided", "cat")},
-    **{
-        k: _pointwise.KERNELS[k]
-        for k in ("add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor", "neg", "exp", "log",
-                  "gt.Scalar", "fill_.Scalar", "zero_")
-    },
-    **{k: _reduce.KERNELS[k] for k in ("mm", "sum.dim_IntList", "mean.dim")},
-    **{k: _nn.KERNELS[k] for k in ("relu", "threshold_backward")},
-}
+KERNELS = (
+    "empty.memory_format", "empty_strided", "cat",
+    "add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor", "neg", "exp", "log", "gt.Scalar",
+    "fill_.Scalar", "zero_",
+    "mm", "sum.dim_IntList", "mean.dim",
+    "relu", "threshold_backward",
+)
 
 setup_privateuseone_for_python_backend(DEVICE)
-library.impl_payload(
-    as_strided=_common.as_strided,
-    to_cpu=_common.to_cpu,
-    from_cpu=_common.from_cpu,
-    copy_into=_common.copy_into,
-)
-for _name, _kernel in KERNELS.items():
-    library.impl(_name, _kernel)
+library.impl_payload(**reference.PAYLOAD_FUNCTIONS)
+for _name in KERNELS:
+    library.impl(_name, reference.passthrough_kernel(_name))
 
 
 class TestDecompositions(TestCase):

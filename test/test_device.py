@@ -9,7 +9,7 @@ from torch.testing._internal.common_utils import run_tests, TestCase
 from torch_acc import _C, _compat
 from torch_acc._patches import _apply_source_change
 from torch_acc.backend_registration import setup_privateuseone_for_python_backend
-from torch_acc.backends import numpy as npy_backend
+from torch_acc.backends import reference
 
 
 def _refuse(op: str):
@@ -22,7 +22,7 @@ def _refuse(op: str):
 class TestBadNames(TestCase):
     # Bad names are rejected before anything global changes, so these run in any order.
     def test_invalid_names(self):
-        for name in ["", "a:b", "a b", "1npy", "npy-1"]:
+        for name in ["", "a:b", "a b", "1npy", "ref-1"]:
             with self.subTest(name=name):
                 with self.assertRaisesRegex(ValueError, "invalid backend name"):
                     setup_privateuseone_for_python_backend(name)
@@ -41,68 +41,68 @@ class TestBadNames(TestCase):
 class TestDevice(TestCase):
     @classmethod
     def setUpClass(cls):
-        npy_backend.setup()
+        reference.setup()
 
     def test_rename(self):
-        self.assertEqual(torch._C._get_privateuse1_backend_name(), "npy")
-        self.assertEqual(torch.device("npy").type, "npy")
-        self.assertEqual(torch.device("npy:1"), torch.device("npy", 1))
-        self.assertEqual(torch.device("npy:1").index, 1)
+        self.assertEqual(torch._C._get_privateuse1_backend_name(), "ref")
+        self.assertEqual(torch.device("ref").type, "ref")
+        self.assertEqual(torch.device("ref:1"), torch.device("ref", 1))
+        self.assertEqual(torch.device("ref:1").index, 1)
 
     def test_generated_methods(self):
-        t = torch.ones(2).npy()
-        self.assertEqual(t.device, torch.device("npy:0"))
-        self.assertTrue(t.is_npy)
-        self.assertFalse(torch.ones(2).is_npy)
-        self.assertTrue(hasattr(torch.nn.Module, "npy"))
-        self.assertTrue(hasattr(torch.UntypedStorage, "is_npy"))
-        self.assertFalse(torch.ones(2).untyped_storage().is_npy)
+        t = torch.ones(2).ref()
+        self.assertEqual(t.device, torch.device("ref:0"))
+        self.assertTrue(t.is_ref)
+        self.assertFalse(torch.ones(2).is_ref)
+        self.assertTrue(hasattr(torch.nn.Module, "ref"))
+        self.assertTrue(hasattr(torch.UntypedStorage, "is_ref"))
+        self.assertFalse(torch.ones(2).untyped_storage().is_ref)
         # Device data lives in payloads: a storage with bytes cannot exist on the device.
-        with self.assertRaisesRegex(RuntimeError, "cannot allocate 8 bytes of storage on npy"):
-            torch.ones(2).untyped_storage().npy()
-        m = torch.nn.Linear(2, 2).npy()
-        self.assertEqual(m.weight.device.type, "npy")
+        with self.assertRaisesRegex(RuntimeError, "cannot allocate 8 bytes of storage on ref"):
+            torch.ones(2).untyped_storage().ref()
+        m = torch.nn.Linear(2, 2).ref()
+        self.assertEqual(m.weight.device.type, "ref")
 
     def test_device_module(self):
-        mod = torch.npy
-        self.assertIs(torch.get_device_module("npy"), mod)
+        mod = torch.ref
+        self.assertIs(torch.get_device_module("ref"), mod)
         self.assertTrue(mod.is_available())
         self.assertTrue(mod.is_initialized())
         self.assertEqual(mod.device_count(), 1)
         self.assertEqual(mod.current_device(), 0)
         mod.set_device(0)
-        mod.set_device("npy:0")
+        mod.set_device("ref:0")
         mod.synchronize()
         with self.assertRaisesRegex(ValueError, r"expected a device index in \[0, 1\)"):
             mod.set_device(1)
-        with self.assertRaisesRegex(ValueError, "expected a npy device"):
+        with self.assertRaisesRegex(ValueError, "expected a ref device"):
             mod.set_device("cpu")
 
     def test_manual_seed_records_seed(self):
         torch.manual_seed(1234)
-        self.assertEqual(torch.npy.initial_seed(), 1234)
-        torch.npy.manual_seed(7)
-        self.assertEqual(torch.npy.initial_seed(), 7)
+        self.assertEqual(torch.ref.initial_seed(), 1234)
+        torch.ref.manual_seed(7)
+        self.assertEqual(torch.ref.initial_seed(), 7)
 
     def test_setup_again_is_harmless(self):
-        mod = setup_privateuseone_for_python_backend("npy")
-        self.assertIs(mod, torch.npy)
-        self.assertEqual(npy_backend.setup(), "npy")
+        mod = setup_privateuseone_for_python_backend("ref")
+        self.assertIs(mod, torch.ref)
+        self.assertEqual(reference.setup(), "ref")
 
     def test_setup_other_name_names_the_holder(self):
-        with self.assertRaisesRegex(RuntimeError, "PrivateUse1 is already held by backend 'npy'"):
+        with self.assertRaisesRegex(RuntimeError, "PrivateUse1 is already held by backend 'ref'"):
             setup_privateuseone_for_python_backend("other")
 
     def test_setup_same_name_other_module(self):
         with self.assertRaisesRegex(RuntimeError, "already set up with device module"):
-            setup_privateuseone_for_python_backend("npy", backend_module=object())
+            setup_privateuseone_for_python_backend("ref", backend_module=object())
 
     def test_accelerator(self):
-        self.assertEqual(torch.accelerator.current_accelerator(), torch.device("npy"))
+        self.assertEqual(torch.accelerator.current_accelerator(), torch.device("ref"))
         self.assertEqual(torch.accelerator.device_count(), 1)
 
     def test_print_through_cpu(self):
-        t = torch.tensor([[1.5, -2.0], [3.0, 4.25]]).to("npy")
+        t = torch.tensor([[1.5, -2.0], [3.0, 4.25]]).to("ref")
         self.assertTrue(_C.is_python_backend())
         # Printing formats a CPU copy: the operators it runs on the values never reach the
         # backend, which here fails each of them.
@@ -117,7 +117,7 @@ class TestDevice(TestCase):
             text,
             """\
 tensor([[ 1.5000, -2.0000],
-        [ 3.0000,  4.2500]], device='npy:0')""",
+        [ 3.0000,  4.2500]], device='ref:0')""",
         )
 
     def test_source_change_that_no_longer_matches(self):
@@ -164,14 +164,14 @@ tensor([[ 1.5000, -2.0000],
         model(torch.arange(4)).sum().backward()
         ref(torch.arange(4)).sum().backward()
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        model.to("npy")
+        model.to("ref")
         self.assertEqual(list(model.parameters()), params)
         self.assertIs(model[0].weight, model[1].weight)
-        self.assertEqual(model[0].weight.grad.device.type, "npy")
+        self.assertEqual(model[0].weight.grad.device.type, "ref")
         self.assertEqual(model[0].weight.grad.cpu(), ref[0].weight.grad)
         for m in (model, ref):
             m.zero_grad()
-        model(torch.arange(4, device="npy")).sum().backward()
+        model(torch.arange(4, device="ref")).sum().backward()
         ref(torch.arange(4)).sum().backward()
         opt.step()
         with torch.no_grad():
@@ -189,19 +189,19 @@ tensor([[ 1.5000, -2.0000],
 
 
 class TestDeviceIndices(TestCase):
-    # npy has one device: an index that names none is an error, as CUDA's "invalid device
+    # ref has one device: an index that names none is an error, as CUDA's "invalid device
     # ordinal", never a tensor, stream or figure for a device that does not exist.
-    NO_DEVICE = r"expected a device index in \[0, 1\) for npy, but got "
+    NO_DEVICE = r"expected a device index in \[0, 1\) for ref, but got "
 
     def setUp(self):
-        npy_backend.setup()
+        reference.setup()
 
     def test_tensors_on_a_device_that_does_not_exist(self):
         cases = {
-            "factory": lambda: torch.ones(2, device="npy:99"),
-            "to": lambda: torch.ones(2).to("npy:1"),
-            "empty": lambda: torch.empty(2, device="npy:1"),
-            "like": lambda: torch.zeros_like(torch.ones(2), device="npy:1"),
+            "factory": lambda: torch.ones(2, device="ref:99"),
+            "to": lambda: torch.ones(2).to("ref:1"),
+            "empty": lambda: torch.empty(2, device="ref:1"),
+            "like": lambda: torch.zeros_like(torch.ones(2), device="ref:1"),
         }
         for name, fn in cases.items():
             with self.subTest(name):
@@ -210,27 +210,27 @@ class TestDeviceIndices(TestCase):
 
     def test_device_module(self):
         cases = {
-            "synchronize": lambda i: torch.npy.synchronize(i),
-            "set_device": lambda i: torch.npy.set_device(i),
-            "device": lambda i: torch.npy.device(i).__enter__(),
-            "memory_stats": lambda i: torch.npy.memory_stats(i),
-            "memory_allocated": lambda i: torch.npy.memory_allocated(i),
-            "get_rng_state": lambda i: torch.npy.get_rng_state(i),
+            "synchronize": lambda i: torch.ref.synchronize(i),
+            "set_device": lambda i: torch.ref.set_device(i),
+            "device": lambda i: torch.ref.device(i).__enter__(),
+            "memory_stats": lambda i: torch.ref.memory_stats(i),
+            "memory_allocated": lambda i: torch.ref.memory_allocated(i),
+            "get_rng_state": lambda i: torch.ref.get_rng_state(i),
         }
         for name, call in cases.items():
-            for index in (99, -1, "npy:7"):
+            for index in (99, -1, "ref:7"):
                 with self.subTest(name=name, index=index):
                     with self.assertRaisesRegex(ValueError, self.NO_DEVICE):
                         call(index)
-        with self.assertRaisesRegex(ValueError, "expected a npy device, but got cpu"):
-            torch.npy.synchronize("cpu")
-        self.assertIn("allocated_bytes.all.current", torch.npy.memory_stats("npy:0"))
-        torch.npy.synchronize(0)
+        with self.assertRaisesRegex(ValueError, "expected a ref device, but got cpu"):
+            torch.ref.synchronize("cpu")
+        self.assertIn("allocated_bytes.all.current", torch.ref.memory_stats("ref:0"))
+        torch.ref.synchronize(0)
 
     def test_accelerator(self):
         # torch.accelerator.synchronize() does nothing before the device is initialized (as
         # for CUDA); a tensor initializes it.
-        torch.ones(1, device="npy")
+        torch.ones(1, device="ref")
         cases = {
             "synchronize": lambda: torch.accelerator.synchronize(99),
             "set_device_index": lambda: torch.accelerator.set_device_index(99),
@@ -249,16 +249,16 @@ class TestDeviceIndices(TestCase):
                     # operation raises it.
                     call()
                     with self.assertRaisesRegex(ValueError, self.NO_DEVICE + "99"):
-                        torch.ones(1, device="npy").add_(1)
+                        torch.ones(1, device="ref").add_(1)
                     continue
                 with self.assertRaisesRegex(ValueError, self.NO_DEVICE + "99"):
                     call()
-        self.assertEqual(torch.accelerator.current_stream(0).device, torch.device("npy:0"))
+        self.assertEqual(torch.accelerator.current_stream(0).device, torch.device("ref:0"))
 
     def test_streams(self):
         kind = int(torch._C._autograd.DeviceType.PrivateUse1)
         with self.assertRaisesRegex(ValueError, self.NO_DEVICE + "99"):
-            torch.Stream(device="npy:99")
+            torch.Stream(device="ref:99")
         stream = torch.Stream(stream_id=0, device_index=5, device_type=kind)
         with self.assertRaisesRegex(ValueError, self.NO_DEVICE + "5"):
             torch.accelerator.set_stream(stream)
@@ -270,9 +270,9 @@ class TestDeviceIndices(TestCase):
 
     def test_generator_and_wrap(self):
         with self.assertRaisesRegex(ValueError, self.NO_DEVICE + "99"):
-            torch.Generator(device="npy:99")
+            torch.Generator(device="ref:99")
         with self.assertRaisesRegex(ValueError, self.NO_DEVICE + "3"):
-            _C.wrap(torch.ones(2).numpy(), device=3)
+            _C.wrap(torch.ones(2), device=3)
 
 
 if __name__ == "__main__":

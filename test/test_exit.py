@@ -2,7 +2,7 @@
 """Interpreter exit while autograd's device thread still runs kernels of a pass that raised.
 
 A backward pass that raises on the calling thread (a CPU ``autograd.Function``) returns while
-the npy device thread still runs a kernel of the same pass. When that kernel ends, the thread
+the ref device thread still runs a kernel of the same pass. When that kernel ends, the thread
 drops the pass, and with it objects that torch releases by taking the GIL; once the
 interpreter finalizes, that aborts the process. torch_acc's exit handler first waits for the
 device threads (a small backward through each), so the pass is released while Python is
@@ -23,9 +23,9 @@ import threading
 import time
 
 import torch
-from torch_acc.backends import numpy as npy_backend
+from torch_acc.backends import reference
 
-npy_backend.setup()
+reference.setup()
 started = threading.Event()
 
 
@@ -40,7 +40,7 @@ class Boom(torch.autograd.Function):
         raise RuntimeError("boom")
 """
 
-# A slow backward on the device thread (its gradient is on npy), still running when the
+# A slow backward on the device thread (its gradient is on ref), still running when the
 # pass raises and the script ends: exit waits for it.
 _SLOW = """
 class Slow(torch.autograd.Function):
@@ -59,18 +59,18 @@ class Slow(torch.autograd.Function):
 
 x = torch.randn(4, requires_grad=True)
 boom = Boom.apply(x).sum()  # made first: its backward runs after the copy's
-z = boom + Slow.apply(x.to("npy")).cpu().sum()
+z = boom + Slow.apply(x.to("ref")).cpu().sum()
 try:
     z.backward()
 except RuntimeError as e:
     assert "boom" in str(e), e
 """
 
-# The issue's reproducer: a chain of npy kernels on the device thread when the pass raises.
+# The issue's reproducer: a chain of ref kernels on the device thread when the pass raises.
 _CHAIN = """
 x = torch.randn(64, 64, requires_grad=True)
 boom = Boom.apply(x).sum()
-y = x.to("npy")
+y = x.to("ref")
 for _ in range(20):
     y = (y @ y.T / 64).tanh()
 started.set()

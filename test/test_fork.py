@@ -21,7 +21,7 @@ import sys
 import torch
 import torch.multiprocessing as mp
 from torch_acc import library
-from torch_acc.backends import numpy as npy_backend
+from torch_acc.backends import reference
 """
 
 
@@ -44,7 +44,7 @@ def _run(code: str) -> str:
 
 
 FORK_MESSAGE = (
-    "Cannot re-initialize npy in forked subprocess: the npy backend was set up before the "
+    "Cannot re-initialize ref in forked subprocess: the ref backend was set up before the "
     "fork and does not declare itself fork-safe (torch_acc.library.declare_fork_safe)"
 )
 
@@ -54,12 +54,12 @@ class TestFork(TestCase):
     def test_fork_safe_backend_works_in_child(self):
         out = _run(
             """
-            npy_backend.setup()
-            x = torch.arange(4.0).to("npy")
+            reference.setup()
+            x = torch.arange(4.0).to("ref")
             r, w = os.pipe()
             pid = os.fork()
             if pid == 0:
-                y = (x * 2 + torch.ones(4).to("npy")).cpu()
+                y = (x * 2 + torch.ones(4).to("ref")).cpu()
                 os.write(w, repr(y.tolist()).encode())
                 os._exit(0)
             os.close(w)
@@ -79,8 +79,8 @@ class TestFork(TestCase):
                 done.wait(120)  # the sender runs until its tensors are received
 
             if __name__ == "__main__":
-                npy_backend.setup()
-                x = torch.arange(3.0).to("npy")
+                reference.setup()
+                x = torch.arange(3.0).to("ref")
                 ctx = mp.get_context("fork")
                 q, done = ctx.Queue(), ctx.Event()
                 p = ctx.Process(target=child, args=(q, x, done))
@@ -91,14 +91,14 @@ class TestFork(TestCase):
                 print(a.device, a.cpu().tolist(), b.device, b.cpu().tolist(), p.exitcode)
             """
         )
-        self.assertEqual(out.strip(), "npy:0 [0.0, 10.0, 20.0] npy:0 [1.0, 2.0] 0")
+        self.assertEqual(out.strip(), "ref:0 [0.0, 10.0, 20.0] ref:0 [1.0, 2.0] 0")
 
     def test_not_fork_safe_backend_raises_in_child(self):
         out = _run(
             """
             def child(q, x):
-                for use in (lambda: x * 2, lambda: torch.ones(2).to("npy"), lambda: x.cpu(),
-                            lambda: torch.npy.manual_seed(0) or x.uniform_()):
+                for use in (lambda: x * 2, lambda: torch.ones(2).to("ref"), lambda: x.cpu(),
+                            lambda: torch.ref.manual_seed(0) or x.uniform_()):
                     try:
                         use()
                         q.put("no error")
@@ -106,9 +106,9 @@ class TestFork(TestCase):
                         q.put(str(e))
 
             if __name__ == "__main__":
-                npy_backend.setup()
+                reference.setup()
                 library.declare_fork_safe(False)
-                x = torch.arange(3.0).to("npy")
+                x = torch.arange(3.0).to("ref")
                 ctx = mp.get_context("fork")
                 q = ctx.Queue()
                 p = ctx.Process(target=child, args=(q, x))
@@ -133,9 +133,9 @@ class TestFork(TestCase):
                 q.put(x)
 
             if __name__ == "__main__":
-                npy_backend.setup()
+                reference.setup()
                 library.declare_fork_safe(False)
-                x = torch.arange(3.0).to("npy")
+                x = torch.arange(3.0).to("ref")
                 ctx = mp.get_context("fork")
                 q = ctx.Queue()
                 p = ctx.Process(target=child, args=(q, x))
@@ -148,7 +148,7 @@ class TestFork(TestCase):
             """
         )
         self.assertIn(
-            "cannot send a tensor on npy:0 to another process: RuntimeError: " + FORK_MESSAGE, out
+            "cannot send a tensor on ref:0 to another process: RuntimeError: " + FORK_MESSAGE, out
         )
 
     def test_backend_set_up_in_the_child_only(self):
@@ -158,9 +158,9 @@ class TestFork(TestCase):
             library.declare_fork_safe(False)
             pid = os.fork()
             if pid == 0:
-                npy_backend.setup()
+                reference.setup()
                 library.declare_fork_safe(False)
-                ok = (torch.ones(2).to("npy") * 3).cpu().tolist() == [3.0, 3.0]
+                ok = (torch.ones(2).to("ref") * 3).cpu().tolist() == [3.0, 3.0]
                 os._exit(0 if ok else 1)
             print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
             """
@@ -175,10 +175,10 @@ class TestFork(TestCase):
                     return 4
 
                 def __getitem__(self, i):
-                    return torch.full((2,), float(i)).to("npy") * 2
+                    return torch.full((2,), float(i)).to("ref") * 2
 
             if __name__ == "__main__":
-                npy_backend.setup()
+                reference.setup()
                 for safe in (True, False):
                     library.declare_fork_safe(safe)
                     loader = torch.utils.data.DataLoader(
@@ -201,10 +201,10 @@ class TestFork(TestCase):
         lines = out.splitlines()
         self.assertEqual(
             lines[0],
-            "[('npy', [0.0, 0.0]), ('npy', [2.0, 2.0]), ('npy', [4.0, 4.0]), ('npy', [6.0, 6.0])]",
+            "[('ref', [0.0, 0.0]), ('ref', [2.0, 2.0]), ('ref', [4.0, 4.0]), ('ref', [6.0, 6.0])]",
         )
         self.assertIn(FORK_MESSAGE, lines[1])
-        self.assertEqual(lines[2], "[('npy', [0.0, 2.0, 4.0]), ('npy', [6.0])]")
+        self.assertEqual(lines[2], "[('ref', [0.0, 2.0, 4.0]), ('ref', [6.0])]")
 
 
 if __name__ == "__main__":

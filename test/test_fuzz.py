@@ -21,7 +21,7 @@ from unittest import mock
 import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
-from torch_acc import _compat
+from torch_acc import versions
 from torch_acc.backends import numpy as npy_backend
 from torch_acc.testing import fuzz
 from torch_acc.testing.fuzz import Stmt
@@ -70,7 +70,7 @@ def _plant(program: list[Stmt], *stmts: Stmt) -> list[Stmt]:
 
 class TestFuzzCampaign(TestCase):
     @unittest.skipIf(
-        _compat.TORCH_VERSION < (2, 13),
+        versions.TORCH_VERSION < (2, 13),
         "the npy backend gives torch 2.13's CPU answers; torch 2.6's CPU differs in corners "
         "the campaign reaches (argmax of bool and complex, mv of mixed dtypes, complex "
         "division by zero)",
@@ -173,6 +173,40 @@ class TestFuzzer(TestCase):
         finding = fuzz.check(program('dev != "cpu"'), "npy")
         self.assertEqual((finding.kind, finding.op), ("value", "planted"))
 
+    def test_complex_division_by_zero_where_cpu_answers_by_position(self):
+        # torch 2.6's CPU gives 0j / 0j and 1j / infj other non-finite parts in a loop's
+        # vectorised body than at its tail (fuzz seeds 48, 1829, 2313 on 2.6): there, the
+        # elements not finite on either side are settled to zero; a finite difference, or a
+        # non-finite one from another operator, stays a finding on every release.
+        def program(offset):
+            return [
+                Stmt("t0 = torch.tensor([0j, 1j, 1+1j, 2j]).to(dev)", "create", ("t0",)),
+                Stmt("t1 = torch.tensor([0j, 1j * float('inf'), 0j, 1+0j]).to(dev)",
+                     "create", ("t1",)),
+                Stmt("t2 = torch.div(t0, t1)", "div", ("t2",)),
+                Stmt(f"t2[3] += {offset} if dev == 'cpu' else 0", "planted", ("t2",)),
+                Stmt("t3 = t2 + t2.abs()", "add", ("t3",)),
+            ]
+
+        planted_nan = [
+            Stmt("t0 = torch.tensor([1j, 2j]).to(dev)", "create", ("t0",)),
+            Stmt("t1 = t0 / (float('nan') if dev == 'cpu' else float('inf'))", "planted",
+                 ("t1",)),
+        ]
+        # Where this release's CPU answers by position, the rule is always needed.
+        for by_position in sorted({True, versions.CPU_COMPLEX_DIVISION_BY_POSITION}):
+            with self.subTest(by_position=by_position), \
+                    mock.patch.object(versions, "CPU_COMPLEX_DIVISION_BY_POSITION", by_position):
+                self.assertIsNone(fuzz.check(program(0), "npy"))
+                self.assertEqual(fuzz.check(program(1), "npy").op, "planted")
+                self.assertEqual(fuzz.check(planted_nan, "npy").op, "planted")
+        env = {"t": torch.tensor([complex("nan+nanj"), 1j])}
+        dev = {"t": torch.tensor([complex("inf+nanj"), 1j]).to("npy")}
+        with mock.patch.object(versions, "CPU_COMPLEX_DIVISION_BY_POSITION", True):
+            fuzz._settle_complex_division(Stmt("t = a / b", "div", ("t",)), env, dev)
+        self.assertEqual(env["t"], torch.tensor([0j, 1j]))
+        self.assertEqual(dev["t"].cpu(), torch.tensor([0j, 1j]))
+
     def test_order_dependent_refusal_ends_the_program(self):
         # CPU computes a sum into a view of its own input in its loops' order; the device
         # refuses with an error that says so, which is documented, not a finding.
@@ -255,10 +289,10 @@ class TestFuzzer(TestCase):
             self.assertIn("findings.jsonl", files)
 
     def test_command_line(self):
-        tool = Path(__file__).resolve().parent.parent / "tools" / "fuzz.py"
         with tempfile.TemporaryDirectory() as tmp:
             proc = subprocess.run(
-                [sys.executable, str(tool), "--seed", "0", "--programs", "3", "--out", tmp],
+                [sys.executable, "-m", "torch_acc.testing.fuzz", "--seed", "0", "--programs", "3",
+                 "--out", tmp],
                 capture_output=True, text=True,
             )
             figures = json.loads(proc.stdout.splitlines()[-1])

@@ -13,7 +13,7 @@ from torch.testing._internal.common_utils import run_tests, TestCase
 
 from torch_acc import _C, _compat
 from torch_acc.backend_registration import setup_privateuseone_for_python_backend
-from torch_acc.backends import numpy as npy_backend
+from torch_acc.backends import reference
 
 
 class TwoDeviceGuard(_C.DeviceGuard):
@@ -29,8 +29,8 @@ class TwoDeviceGuard(_C.DeviceGuard):
 
 
 GUARD = TwoDeviceGuard()
-setup_privateuseone_for_python_backend("npy", device_guard=GUARD, hook=npy_backend._Hooks())
-npy_backend.setup()
+setup_privateuseone_for_python_backend("ref", device_guard=GUARD, hook=reference._Hooks())
+reference.setup()
 
 
 def _grad_check(test, device):
@@ -50,48 +50,48 @@ def _grad_check(test, device):
 class TestDeviceIndices(TestCase):
     def test_device_count_comes_from_python(self):
         before = GUARD.counted
-        self.assertEqual(torch.npy.device_count(), 2)
+        self.assertEqual(torch.ref.device_count(), 2)
         self.assertEqual(torch.accelerator.device_count(), 2)
         self.assertGreater(GUARD.counted, before)
 
     def test_set_and_exchange_device(self):
-        torch.npy.set_device(1)
+        torch.ref.set_device(1)
         try:
-            self.assertEqual(torch.npy.current_device(), 1)
+            self.assertEqual(torch.ref.current_device(), 1)
             self.assertEqual(torch.accelerator.current_device_index(), 1)
         finally:
-            torch.npy.set_device(0)
-        self.assertEqual(torch.npy.current_device(), 0)
+            torch.ref.set_device(0)
+        self.assertEqual(torch.ref.current_device(), 0)
 
     def test_current_device_is_per_thread(self):
-        torch.npy.set_device(0)
+        torch.ref.set_device(0)
         seen = []
 
         def worker():
-            torch.npy.set_device(1)
-            seen.append(torch.npy.current_device())
+            torch.ref.set_device(1)
+            seen.append(torch.ref.current_device())
 
         t = threading.Thread(target=worker)
         t.start()
         t.join()
         self.assertEqual(seen, [1])
-        self.assertEqual(torch.npy.current_device(), 0)
+        self.assertEqual(torch.ref.current_device(), 0)
 
     def test_index_out_of_range(self):
-        with self.assertRaisesRegex(ValueError, r"expected a device index in \[0, 2\) for npy"):
-            torch.npy.set_device(2)
+        with self.assertRaisesRegex(ValueError, r"expected a device index in \[0, 2\) for ref"):
+            torch.ref.set_device(2)
 
     def test_tensor_on_second_device(self):
-        t = torch.ones(2, 2).to("npy:1")
-        self.assertEqual(t.device, torch.device("npy:1"))
-        self.assertEqual((t + t).device, torch.device("npy:1"))
+        t = torch.ones(2, 2).to("ref:1")
+        self.assertEqual(t.device, torch.device("ref:1"))
+        self.assertEqual((t + t).device, torch.device("ref:1"))
         self.assertEqual((t + t).cpu(), torch.full((2, 2), 2.0))
 
 
 class TestStreamsAndEvents(TestCase):
     def test_default_stream_per_device(self):
         for index in range(2):
-            s = torch.Stream(device=f"npy:{index}")
+            s = torch.Stream(device=f"ref:{index}")
             self.assertEqual(s.device_index, index)
             self.assertEqual(s.stream_id, 0)
             self.assertEqual(s.device_type, torch._C._autograd.DeviceType.PrivateUse1.value)
@@ -113,15 +113,15 @@ class TestStreamsAndEvents(TestCase):
         self.assertEqual(torch.accelerator.current_stream(1).stream_id, 0)
 
     def test_events_are_complete_at_once(self):
-        e = torch.Event(device="npy")
+        e = torch.Event(device="ref")
         e.record()
         self.assertTrue(e.query())
         e.synchronize()
         e.wait()
 
     def test_elapsed_time_raises(self):
-        a = torch.Event(device="npy", enable_timing=True)
-        b = torch.Event(device="npy", enable_timing=True)
+        a = torch.Event(device="ref", enable_timing=True)
+        b = torch.Event(device="ref", enable_timing=True)
         a.record()
         b.record()
         with self.assertRaisesRegex(RuntimeError, "cannot time events"):
@@ -130,10 +130,10 @@ class TestStreamsAndEvents(TestCase):
 
 class TestAutograd(TestCase):
     def test_backward_device_0(self):
-        _grad_check(self, "npy:0")
+        _grad_check(self, "ref:0")
 
     def test_backward_device_1(self):
-        _grad_check(self, "npy:1")
+        _grad_check(self, "ref:1")
 
     @unittest.skipUnless(
         _compat.ENGINE_RECORDS_STREAMS_ACROSS_DEVICES,
@@ -141,11 +141,11 @@ class TestAutograd(TestCase):
     )
     def test_backward_across_devices_names_the_limitation(self):
         x = torch.randn(3, requires_grad=True)
-        y = ((x.to("npy:0") * 2).to("npy:1") * 3).sum()
+        y = ((x.to("ref:0") * 2).to("ref:1") * 3).sum()
         with self.assertRaisesRegex(
             RuntimeError,
-            r"backward cannot pass gradients between npy devices \(this graph uses npy:0, "
-            r"npy:1\).*through the CPU",
+            r"backward cannot pass gradients between ref devices \(this graph uses ref:0, "
+            r"ref:1\).*through the CPU",
         ):
             y.backward()
         self.assertIsNone(x.grad)
@@ -156,21 +156,21 @@ class TestAutograd(TestCase):
     )
     def test_backward_across_devices(self):
         a_cpu = torch.randn(3)
-        a = a_cpu.to("npy:0").requires_grad_()
-        (a.to("npy:1") * a.to("npy:1") + (a * 3).to("npy:1")).sum().backward()
-        self.assertEqual(a.grad.device, torch.device("npy:0"))
+        a = a_cpu.to("ref:0").requires_grad_()
+        (a.to("ref:1") * a.to("ref:1") + (a * 3).to("ref:1")).sum().backward()
+        self.assertEqual(a.grad.device, torch.device("ref:0"))
         self.assertEqual(a.grad.cpu(), 2 * a_cpu + 3)
 
     def test_backward_across_devices_through_the_cpu(self):
         x = torch.randn(3, requires_grad=True)
-        ((x.to("npy:0") * 2).cpu().to("npy:1") * 3).sum().backward()
+        ((x.to("ref:0") * 2).cpu().to("ref:1") * 3).sum().backward()
         self.assertEqual(x.grad, torch.full((3,), 6.0))
 
     def test_backward_error_on_one_device_is_kept(self):
-        x = torch.ones(3, device="npy:1", requires_grad=True)
+        x = torch.ones(3, device="ref:1", requires_grad=True)
         y = x * 2
         y.register_hook(lambda g: g.untyped_storage())
-        with self.assertRaisesRegex(RuntimeError, "^tensors on npy have no storage"):
+        with self.assertRaisesRegex(RuntimeError, "^tensors on ref have no storage"):
             y.sum().backward()
 
     def test_backward_from_thread(self):
@@ -178,8 +178,8 @@ class TestAutograd(TestCase):
 
         def worker():
             try:
-                _grad_check(self, "npy:1")
-                _grad_check(self, "npy:0")
+                _grad_check(self, "ref:1")
+                _grad_check(self, "ref:0")
             except Exception as e:  # noqa: BLE001 - re-raised in the main thread
                 errors.append(e)
 
@@ -196,24 +196,24 @@ class TestBackwardThreads(TestCase):
     # since the kernels need the GIL the caller holds (torch_acc/_patches.py: run_backward).
 
     def _threads(self, root_device):
-        """The threads the backward of an npy graph runs on, with its root on root_device."""
+        """The threads the backward of an ref graph runs on, with its root on root_device."""
         seen = []
-        x = torch.randn(4).to("npy").requires_grad_()
+        x = torch.randn(4).to("ref").requires_grad_()
         y = x * 2
         y.register_hook(lambda g: seen.append(threading.get_ident()))
         (y * y).sum().to(root_device).backward()
         self.assertEqual(x.grad.cpu(), 8 * x.detach().cpu())
         return seen
 
-    def test_npy_root_runs_on_calling_thread(self):
-        self.assertEqual(self._threads("npy"), [threading.get_ident()])
+    def test_ref_root_runs_on_calling_thread(self):
+        self.assertEqual(self._threads("ref"), [threading.get_ident()])
         self.assertTrue(torch._C._is_multithreading_enabled())
 
-    def test_npy_root_from_another_thread(self):
+    def test_ref_root_from_another_thread(self):
         seen, main = [], threading.get_ident()
 
         def worker():
-            seen.append((threading.get_ident(), self._threads("npy")))
+            seen.append((threading.get_ident(), self._threads("ref")))
 
         t = threading.Thread(target=worker)
         t.start()
@@ -223,13 +223,13 @@ class TestBackwardThreads(TestCase):
         self.assertEqual(threads, [ident])
 
     def test_cpu_root_keeps_the_device_thread(self):
-        # The root on the CPU: the engine sends npy's part to its device thread, as before.
+        # The root on the CPU: the engine sends ref's part to its device thread, as before.
         [ident] = self._threads("cpu")
         self.assertNotEqual(ident, threading.get_ident())
 
     def test_autograd_grad_on_calling_thread(self):
         seen = []
-        x = torch.randn(3).to("npy").requires_grad_()
+        x = torch.randn(3).to("ref").requires_grad_()
         y = x.exp()
         y.register_hook(lambda g: seen.append(threading.get_ident()))
         (gx,) = torch.autograd.grad(y.sum(), x)
@@ -239,9 +239,9 @@ class TestBackwardThreads(TestCase):
     def test_hook_error_propagates(self):
         # The guard's Python methods run while the hook's error unwinds (stream and device
         # guards' destructors) and must leave it pending; multithreading is restored.
-        for root in ("npy", "cpu"):
+        for root in ("ref", "cpu"):
             with self.subTest(root=root):
-                x = torch.randn(3).to("npy").requires_grad_()
+                x = torch.randn(3).to("ref").requires_grad_()
                 y = x * 2
                 y.register_hook(lambda g: 1 / 0)
                 with self.assertRaises(ZeroDivisionError):
@@ -267,8 +267,8 @@ class TestInterpreterExit(TestCase):
             {body}
 
             atexit.register(after_exit_handler)
-            from torch_acc.backends import numpy as npy_backend
-            npy_backend.setup()
+            from torch_acc.backends import reference
+            reference.setup()
             """
         ).format(body=textwrap.indent(textwrap.dedent(body), " " * 4))
         env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
@@ -279,7 +279,7 @@ class TestInterpreterExit(TestCase):
     def test_kernels_on_other_threads_are_refused(self):
         lines = self._run_after_exit_handler(
             """
-            x = torch.arange(3.0).to("npy")
+            x = torch.arange(3.0).to("ref")
             errors = []
 
             def worker():
@@ -296,7 +296,7 @@ class TestInterpreterExit(TestCase):
             """
         )
         self.assertIn("the Python interpreter is exiting", lines[0])
-        self.assertIn("the npy backend can no longer call into Python on a thread", lines[0])
+        self.assertIn("the ref backend can no longer call into Python on a thread", lines[0])
         # The thread finalizing the interpreter still runs kernels.
         self.assertEqual(lines[1], "[-0.0, -1.0, -2.0]")
 
@@ -304,13 +304,12 @@ class TestInterpreterExit(TestCase):
         lines = self._run_after_exit_handler(
             """
             import weakref
-            import numpy as np
             from torch_acc.payload import wrap
 
             def dropped_on(thread_target):
-                payload = np.ones(3, dtype=np.float32)
+                payload = torch.ones(3)
                 ref = weakref.ref(payload)
-                held = [wrap(payload, device="npy")]
+                held = [wrap(payload, device="ref")]
                 del payload
                 thread_target(held.clear)
                 return ref() is None

@@ -8,10 +8,10 @@ from torch.testing._internal.common_utils import run_tests, TestCase
 
 from torch_acc import _C, _compat
 from torch_acc.backend_registration import setup_privateuseone_for_python_backend
-from torch_acc.backends import numpy as npy_backend
+from torch_acc.backends import reference
 
 
-class ConfigurableHooks(npy_backend._Hooks):
+class ConfigurableHooks(reference._Hooks):
     """Hooks whose answers each test sets; every call is recorded."""
 
     def __init__(self):
@@ -32,12 +32,12 @@ class ConfigurableHooks(npy_backend._Hooks):
 
 
 HOOKS = ConfigurableHooks()
-setup_privateuseone_for_python_backend("npy", hook=HOOKS)
-npy_backend.setup()
+setup_privateuseone_for_python_backend("ref", hook=HOOKS)
+reference.setup()
 
 
 def _backward():
-    torch.ones(2).to("npy").requires_grad_().sum().backward()
+    torch.ones(2).to("ref").requires_grad_().sum().backward()
 
 
 class TestHooks(TestCase):
@@ -47,9 +47,9 @@ class TestHooks(TestCase):
         HOOKS.context = True
 
     def test_device_module_asks_hooks_for_availability(self):
-        self.assertTrue(torch.npy.is_available())
+        self.assertTrue(torch.ref.is_available())
         HOOKS.available = False
-        self.assertFalse(torch.npy.is_available())
+        self.assertFalse(torch.ref.is_available())
         self.assertIn("is_available", HOOKS.calls)
 
     @unittest.skipUnless(

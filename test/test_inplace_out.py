@@ -6,18 +6,18 @@ import warnings
 import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
-from torch_acc.backends import numpy as npy_backend
+from torch_acc.backends import reference
 from torch_acc.payload import payload
 
-npy_backend.setup()
+reference.setup()
 
 
 class TestInplaceOut(TestCase):
     def test_inplace_kernels(self):
         a_cpu, b_cpu = torch.randn(3, 3), torch.randn(3, 3)
-        a = a_cpu.to("npy")
+        a = a_cpu.to("ref")
         version = a._version
-        same = a.add_(b_cpu.to("npy"), alpha=2)
+        same = a.add_(b_cpu.to("ref"), alpha=2)
         self.assertIs(same, a)
         self.assertGreater(a._version, version)
         a.mul_(3).sub_(1)
@@ -25,60 +25,60 @@ class TestInplaceOut(TestCase):
 
     def test_inplace_from_functional_kernel(self):
         a_cpu = torch.randn(4).abs() + 0.5
-        a = a_cpu.to("npy")
+        a = a_cpu.to("ref")
         a.div_(2).exp_().log_()  # div_, exp_, log_ have no kernel: functional + copy
         self.assertEqual(a.cpu(), (a_cpu / 2).exp().log())
 
     def test_fill_zero_copy(self):
-        a = torch.empty(2, 3, device="npy")
+        a = torch.empty(2, 3, device="ref")
         a.fill_(4)
         self.assertEqual(a.cpu(), torch.full((2, 3), 4.0))
         a.zero_()
         self.assertEqual(a.cpu(), torch.zeros(2, 3))
         a.copy_(torch.arange(6.0).reshape(2, 3))
         self.assertEqual(a.cpu(), torch.arange(6.0).reshape(2, 3))
-        b = torch.empty(2, 3, device="npy", dtype=torch.float64)
+        b = torch.empty(2, 3, device="ref", dtype=torch.float64)
         b.copy_(a)  # device to device, with dtype conversion
         self.assertEqual(b.cpu(), torch.arange(6.0, dtype=torch.float64).reshape(2, 3))
         self.assertIsNot(payload(b), payload(a))
 
     def test_out_same_shape(self):
         a, b = torch.randn(2, 2), torch.randn(2, 2)
-        out = torch.empty(2, 2, device="npy")
-        r = torch.add(a.to("npy"), b.to("npy"), out=out)
+        out = torch.empty(2, 2, device="ref")
+        r = torch.add(a.to("ref"), b.to("ref"), out=out)
         self.assertIs(r, out)
         self.assertEqual(out.cpu(), a + b)
 
     def test_out_resizes(self):
         a, b = torch.randn(3, 4), torch.randn(4, 5)
-        out = torch.empty(0, device="npy")
-        torch.mm(a.to("npy"), b.to("npy"), out=out)
+        out = torch.empty(0, device="ref")
+        torch.mm(a.to("ref"), b.to("ref"), out=out)
         self.assertEqual(out.shape, (3, 5))
         self.assertEqual(out.stride(), (5, 1))
         self.assertEqual(out.cpu(), a @ b)
 
     def test_arange_out_kernel(self):
-        self.assertEqual(torch.arange(2, 11, 3, device="npy").cpu(), torch.arange(2, 11, 3))
+        self.assertEqual(torch.arange(2, 11, 3, device="ref").cpu(), torch.arange(2, 11, 3))
 
     def test_writing_to_a_broadcast_view_is_an_error(self):
         # As on CPU: in-place arithmetic into an expanded tensor raises; fill_ may write it.
         for op, args in (("add_", (2.0,)), ("mul_", (2.0,)), ("sub_", (torch.ones(3),))):
             with self.subTest(op=op):
-                for device in ("cpu", "npy"):
+                for device in ("cpu", "ref"):
                     x = torch.ones(3, device=device).expand(2, 3)
                     a = [t.to(device) if isinstance(t, torch.Tensor) else t for t in args]
                     with self.assertRaisesRegex(
                         RuntimeError, "more than one element of the written-to tensor"
                     ):
                         getattr(x, op)(*a)
-        x = torch.ones(3, device="npy").expand(2, 3)
+        x = torch.ones(3, device="ref").expand(2, 3)
         x.fill_(2.0)
         self.assertEqual(x.cpu(), torch.full((2, 3), 2.0))
 
     def test_writing_to_an_empty_broadcast_view(self):
-        # No element to share memory: CPU writes (nothing), and so does npy. (Backward
+        # No element to share memory: CPU writes (nothing), and so does ref. (Backward
         # formulas do this with the gradients of empty inputs: mish, aminmax, group_norm.)
-        for device in ("cpu", "npy"):
+        for device in ("cpu", "ref"):
             with self.subTest(device=device):
                 x = torch.zeros(1, 0, 3, device=device).expand(2, 0, 3)
                 self.assertEqual(x.stride()[0], 0)
@@ -87,8 +87,8 @@ class TestInplaceOut(TestCase):
                 self.assertEqual(x.shape, (2, 0, 3))
 
     def test_inplace_through_view(self):
-        base = torch.zeros(3, 4, device="npy")
-        base[1].add_(torch.ones(4, device="npy"))
+        base = torch.zeros(3, 4, device="ref")
+        base[1].add_(torch.ones(4, device="ref"))
         base[:, 2].fill_(7)
         expected = torch.zeros(3, 4)
         expected[1] += 1
@@ -108,7 +108,7 @@ class TestOutCasting(TestCase):
         }
         for name, (fn, dtype, message) in cases.items():
             with self.subTest(name):
-                for device in ("cpu", "npy"):
+                for device in ("cpu", "ref"):
                     out = torch.zeros(2, 2, dtype=dtype, device=device)
                     with self.assertRaisesRegex(RuntimeError, message):
                         fn(device, out)
@@ -118,7 +118,7 @@ class TestOutCasting(TestCase):
         # CPU's structured kernels resize out= in their meta function, before the kernel
         # refuses the dtype: the out= tensor is left resized (fuzz seed 98).
         shapes = {}
-        for device in ("cpu", "npy"):
+        for device in ("cpu", "ref"):
             x = torch.tensor([True, False], device=device)
             out = torch.empty(5, dtype=torch.bool, device=device)
             with warnings.catch_warnings():
@@ -126,13 +126,13 @@ class TestOutCasting(TestCase):
                 with self.assertRaisesRegex(RuntimeError, "abs"):  # NotImplementedError from 2.13
                     torch.abs(x, out=out)
             shapes[device] = out.shape
-        self.assertEqual(shapes["npy"], shapes["cpu"])
-        self.assertEqual(shapes["npy"], torch.Size([2]))
+        self.assertEqual(shapes["ref"], shapes["cpu"])
+        self.assertEqual(shapes["ref"], torch.Size([2]))
 
     def test_an_out_tensor_that_is_read_too_is_not_resized(self):
         # TensorIterator refuses to resize an output that is also an input; add's meta
         # function, written in Python, does not (fuzz seeds 203, 389, 1568).
-        for device in ("cpu", "npy"):
+        for device in ("cpu", "ref"):
             with self.subTest(device):
                 x = torch.zeros(0, dtype=torch.float64, device=device)
                 y = torch.zeros(0, 1, dtype=torch.float16, device=device)
@@ -167,7 +167,7 @@ class TestOutCasting(TestCase):
         }.items():
             with self.subTest(name), warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # "An output ... was resized"
-                expected, got = fn("cpu"), fn("npy")
+                expected, got = fn("cpu"), fn("ref")
                 self.assertEqual(got.stride(), expected.stride())
                 self.assertEqual(got.cpu(), expected)
 
@@ -180,11 +180,11 @@ class TestOutCasting(TestCase):
         }.items():
             with self.subTest(name):
                 out_cpu = torch.zeros((), dtype=torch.int64)
-                out_dev = torch.zeros((), dtype=torch.int64, device="npy")
+                out_dev = torch.zeros((), dtype=torch.int64, device="ref")
                 if name == "cumsum":
                     out_cpu, out_dev = out_cpu.reshape(1).expand(3).clone(), out_dev.new_zeros(3)
                 expected = fn(x, out_cpu)
-                got = fn(x.to("npy"), out_dev)
+                got = fn(x.to("ref"), out_dev)
                 self.assertEqual(got.cpu(), expected)
 
 

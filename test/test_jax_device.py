@@ -32,6 +32,24 @@ class TestJaxDevice(TestCase):
         self.assertEqual(a.cpu(), x, atol=0, rtol=0)
         self.assertIn("device='jax:0'", repr(a))
 
+    def test_to_copies_the_cpu_memory(self):
+        # jax.device_put aliases an aligned NumPy array on JAX's CPU devices: a later write
+        # into the CPU tensor must not reach the device tensor (found by the device suite).
+        x = torch.zeros(64)
+        a = x.to("jax")
+        x.add_(1)
+        self.assertEqual(a.cpu(), torch.zeros(64), atol=0, rtol=0)
+
+    def test_contiguous_of_a_transposed_view(self):
+        # The meta function that gives a result's layout saw memory_format as None.
+        x = torch.arange(6.0).view(2, 3)
+        c = x.to("jax").t().contiguous()
+        self.assertTrue(c.is_contiguous())
+        self.assertEqual(c.stride(), (2, 1))
+        self.assertEqual(c.cpu(), x.t())
+        k = x.to("jax").t().clone(memory_format=torch.preserve_format)
+        self.assertEqual(k.stride(), x.t().clone().stride())
+
     def test_payload_is_a_cell_over_a_jax_array(self):
         a = torch.arange(6.0).to("jax")
         cell = torch_acc.payload(a)

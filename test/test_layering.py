@@ -24,6 +24,8 @@ PACKAGE = ROOT / "torch_acc"
 LAYERS = [
     "_C",  # the compiled extension
     "_compat",  # version differences
+    "_imports",  # work that waits for a module to be imported
+    "versions",  # the version facts a backend may read (public)
     "payload",  # payload tensors: wrap, payload, layout, describe
     "record",  # one record per backend, the slot check
     "_ipc",  # processes: sharing, fork
@@ -49,12 +51,29 @@ LAZY_IMPORTS = {
     ("_patches", "_ipc"): "in-tree helper",
     ("_patches", "library"): "in-tree helper",
     ("_patches", "compile"): "in-tree helper",
+    ("_patches", "_imports"): "apply() only: the module imports nothing of torch_acc at its top",
     # Loads torch.distributed, only where torch has it.
     ("backend_registration", "distributed"): "import cost",
 }
 
 #: Reads of another module's private names that cannot be avoided: none.
 PRIVATE_ALLOWED: set[tuple[str, str]] = set()
+
+#: What is written against torch_acc's public API only, as a backend or a test kit outside
+#: this repository would be: no private module or name of the package is imported or read.
+PUBLIC_API_USERS = ["backends", "testing", "demo.py"]
+
+
+def _private_reads(tree: ast.Module, names) -> list[ast.Attribute]:
+    """Reads ``x._attr`` (not dunders) in ``tree`` of a name ``x`` in ``names``."""
+    return [
+        node for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id in names
+        and node.attr.startswith("_")
+        and not node.attr.startswith("__")
+    ]
 
 
 def _module_names() -> set[str]:
@@ -122,17 +141,40 @@ class TestLayering(TestCase):
                 if attr.startswith("_") and attr not in modules:
                     if (name, bound) not in PRIVATE_ALLOWED:
                         wrong.append(f"{name} imports {bound}")
+            for node in _private_reads(tree, aliases):
+                read = f"{aliases[node.value.id]}.{node.attr}"
+                if (name, read) not in PRIVATE_ALLOWED:
+                    wrong.append(f"{name}:{node.lineno} reads {read}")
+        self.assertEqual(wrong, [], "\n".join(wrong))
+
+    def test_backends_and_the_kit_use_public_names_only(self):
+        wrong = []
+        files = [f for part in PUBLIC_API_USERS
+                 for f in ([PACKAGE / part] if part.endswith(".py")
+                           else sorted((PACKAGE / part).rglob("*.py")))]
+        self.assertGreater(len(files), 10)
+        for path in files:
+            where = path.relative_to(ROOT)
+            tree = ast.parse(path.read_text())
+            bound = set()  # names bound to torch_acc or to something imported from it
             for node in ast.walk(tree):
-                if (
-                    isinstance(node, ast.Attribute)
-                    and isinstance(node.value, ast.Name)
-                    and node.value.id in aliases
-                    and node.attr.startswith("_")
-                    and not node.attr.startswith("__")
-                ):
-                    read = f"{aliases[node.value.id]}.{node.attr}"
-                    if (name, read) not in PRIVATE_ALLOWED:
-                        wrong.append(f"{name}:{node.lineno} reads {read}")
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and \
+                        node.module.split(".")[0] == "torch_acc":
+                    parts = node.module.split(".")[1:] + [a.name for a in node.names]
+                    for a in node.names:
+                        bound.add(a.asname or a.name)
+                    if any(p.startswith("_") for p in parts):
+                        wrong.append(f"{where}:{node.lineno} imports "
+                                     f"{node.module}: {[a.name for a in node.names]}")
+                elif isinstance(node, ast.Import):
+                    for a in node.names:
+                        if a.name.split(".")[0] != "torch_acc":
+                            continue
+                        bound.add((a.asname or a.name).split(".")[0])
+                        if any(p.startswith("_") for p in a.name.split(".")[1:]):
+                            wrong.append(f"{where}:{node.lineno} imports {a.name}")
+            for node in _private_reads(tree, bound):
+                wrong.append(f"{where}:{node.lineno} reads {node.value.id}.{node.attr}")
         self.assertEqual(wrong, [], "\n".join(wrong))
 
     def test_each_layer_imports_without_those_above(self):

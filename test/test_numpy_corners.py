@@ -4,6 +4,7 @@ promotion of comparisons, results that never alias their inputs, invalid in-plac
 refused, edge values, memory formats, and checkpointing with dropout."""
 
 import itertools
+import math
 import unittest
 import warnings
 
@@ -216,6 +217,14 @@ class TestInvalidRequests(CornersTestCase):
                                        torch.tensor([5.0], device=d)),
             lambda d: expanded(d).masked_scatter_(
                 torch.tensor([True, False, True], device=d), torch.ones(6, device=d)),
+            lambda d: expanded(d).uniform_(),
+            lambda d: expanded(d).normal_(),
+            lambda d: expanded(d).bernoulli_(0.5),
+            lambda d: expanded(d).random_(),
+            lambda d: expanded(d).exponential_(),
+            lambda d: expanded(d).geometric_(0.5),
+            lambda d: expanded(d).cauchy_(),
+            lambda d: expanded(d).log_normal_(),
         ]
         for f in cases:
             with self.assertRaisesRegex(RuntimeError, "more than one element of the written"):
@@ -250,7 +259,9 @@ class TestInvalidRequests(CornersTestCase):
                              (torch.float32, 1e39), (torch.bfloat16, 1e39),
                              (torch.float32, 1 + 1j), (torch.float16, 65504.0),
                              (torch.uint8, -3), (torch.uint8, -255), (torch.int8, 2.7),
-                             (torch.bool, 5), (torch.float16, INF)]:
+                             (torch.bool, 5), (torch.float16, INF), (torch.int64, 2.0**63),
+                             (torch.int64, -2.0**63), (torch.int64, 2.0**63 + 4096),
+                             (torch.int64, -2.0**63 - 4096)]:
             with self.subTest(dtype=dtype, value=value):
                 self.assertSameAsCpu(lambda d, t=dtype, v=value: torch.full(
                     (2,), v, dtype=t, device=d))
@@ -262,6 +273,99 @@ class TestInvalidRequests(CornersTestCase):
                     1, dtype=t, device=d).fill_(v))
                 self.assertSameAsCpu(lambda d, t=dtype, v=value: torch.zeros(
                     3, dtype=t, device=d).index_fill(0, torch.tensor([1], device=d), v))
+                self.assertSameAsCpu(lambda d, t=dtype, v=value: torch.zeros(
+                    3, dtype=t, device=d).new_full((2,), v))
+                self.assertSameAsCpu(lambda d, t=dtype, v=value: torch.full_like(
+                    torch.zeros(3, dtype=t, device=d), v))
+
+    def test_other_values_that_overflow(self):
+        """Value tensors of masked_fill and index_fill, clamp's bounds and scatter's value are
+        converted to the dtype as the CPU converts them: refused where they overflow."""
+
+        def zeros(d, dtype=torch.int8):
+            return torch.zeros(2, dtype=dtype, device=d)
+
+        def index(d):
+            return torch.tensor([0], device=d)
+
+        cases = [
+            lambda d: zeros(d).masked_fill(torch.tensor([True, False], device=d),
+                                           torch.tensor(128, device=d)),
+            lambda d: zeros(d, torch.float16).masked_fill(torch.tensor([True, False], device=d),
+                                                          torch.tensor(1e5, device=d)),
+            lambda d: zeros(d, torch.uint8).masked_fill(torch.tensor([True, False], device=d),
+                                                        torch.tensor(-1, device=d)),
+            lambda d: zeros(d).index_fill(0, index(d), torch.tensor(128, device=d)),
+            lambda d: zeros(d).index_fill_(0, index(d), torch.tensor(128, device=d)),
+            lambda d: zeros(d).index_fill(0, index(d), torch.tensor([5], device=d)),
+            lambda d: zeros(d).scatter(0, index(d), 128),
+            lambda d: zeros(d).scatter(0, index(d), 128, reduce="add"),
+            lambda d: zeros(d).scatter(0, torch.tensor([], dtype=torch.long, device=d), 128),
+            lambda d: zeros(d, torch.uint8).scatter(0, index(d), -1),
+            lambda d: zeros(d, torch.int64).scatter(0, index(d), 2.0**63),
+            lambda d: zeros(d, torch.float16).scatter(0, index(d), 1e5, reduce="multiply"),
+        ]
+        for dtype, bounds in [(torch.int8, dict(max=128)), (torch.int8, dict(min=-129)),
+                              (torch.int8, dict(max=127.5)), (torch.float16, dict(max=1e5)),
+                              (torch.float16, dict(min=-INF)), (torch.uint8, dict(min=-256)),
+                              (torch.uint8, dict(min=-255)), (torch.uint8, dict(max=256)),
+                              (torch.int64, dict(max=2.0**63))]:
+            cases.append(lambda d, t=dtype, b=bounds: zeros(d, t).clamp(**b))
+            cases.append(lambda d, t=dtype, b=bounds: zeros(d, t).clamp_(**b))
+        cases.append(lambda d: zeros(d).clamp_max(128))
+        for f in cases:
+            self.assertSameAsCpu(f)
+        with self.assertRaisesRegex(RuntimeError, "int8_t without overflow"):
+            zeros("npy").clamp(max=128)
+        with self.assertRaisesRegex(RuntimeError, "c10::Half without overflow"):
+            zeros("npy", torch.float16).masked_fill(torch.tensor([True, False], device="npy"),
+                                                    torch.tensor(1e5, device="npy"))
+
+    def test_addr_needs_1d_vectors(self):
+        def ones(d, *shape):
+            return torch.ones(shape, device=d)
+
+        cases = [
+            lambda d: torch.addr(ones(d, 2, 2), ones(d, 2, 1), ones(d, 2)),
+            lambda d: torch.addr(ones(d, 2, 2), ones(d, 2), ones(d, 1, 2)),
+            lambda d: torch.addr(ones(d, 2, 2), ones(d), ones(d, 2)),
+            lambda d: torch.addr(ones(d, 2, 2).bool(), ones(d, 2, 1).bool(), ones(d, 2).bool()),
+            lambda d: torch.addr(ones(d, 3, 2), ones(d, 2), ones(d, 2)),
+            lambda d: torch.addr(ones(d, 1, 2, 2), ones(d, 2), ones(d, 2)),
+            lambda d: torch.addr(ones(d, 3), ones(d, 2), ones(d, 3)),
+            lambda d: torch.addr(ones(d, 2), ones(d, 2), ones(d, 3), beta=0),
+        ]
+        for f in cases:
+            self.assertSameAsCpu(f)
+        with self.assertRaisesRegex(RuntimeError, "Expected 1-D argument vec1, but got 2-D"):
+            cases[0]("npy")
+
+    def test_addr_in_place_needs_the_products_shape(self):
+        # addr_ does not broadcast self (nor resize it, as addr's out= does); functional addr
+        # broadcasts it, and lays its result out as self is.
+        def addr_(d, *shape, **kwargs):
+            return torch.zeros(shape, device=d).addr_(
+                torch.ones(2, device=d), torch.arange(3.0, device=d), **kwargs)
+
+        cases = [
+            lambda d: addr_(d, 3),
+            lambda d: addr_(d, 1, 3),
+            lambda d: addr_(d, 2, 1),
+            lambda d: addr_(d),
+            lambda d: addr_(d, 2, 3, beta=2),
+            lambda d: torch.zeros(3, 2, device=d).t().addr_(
+                torch.ones(2, device=d), torch.arange(3.0, device=d)),
+            lambda d: torch.zeros(2, 3, device=d).addr_(torch.ones(2, 1, device=d),
+                                                        torch.ones(3, device=d)),
+            lambda d: torch.addr(torch.arange(3.0, device=d), torch.ones(2, device=d),
+                                 torch.arange(3.0, device=d)),
+            lambda d: torch.addr(torch.arange(6.0, device=d).view(3, 2).t(),
+                                 torch.ones(2, device=d), torch.arange(3.0, device=d)),
+        ]
+        for f in cases:
+            self.assertSameAsCpu(f, strides=not isinstance(_outcome(f, "cpu"), type))
+        with self.assertRaisesRegex(RuntimeError, "2D tensor expected, got 1D tensor"):
+            cases[0]("npy")
 
     def test_baddbmm_needs_3d_batches(self):
         for d in ("cpu", "npy"):
@@ -329,7 +433,24 @@ class TestEdgeValues(CornersTestCase):
             self.assertSameAsCpu(lambda d, f=f: f(torch.tensor(x, device=d).t(), 0))
 
     def test_var_mean_with_inf(self):
-        self.assertSameAsCpu(lambda d: torch.var_mean(torch.tensor([1.0, INF], device=d)))
+        # CPU's Welford mean is infinite only where the one infinite element comes last.
+        rows = [[1.0, INF], [INF, 1.0], [1.0, INF, 2.0], [1.0, 2.0, -INF], [1.0] * 40 + [INF],
+                [INF] + [1.0] * 40, [1.0, INF, -INF], [INF, INF], [1.0, INF, INF], [INF],
+                [INF, NAN, 1.0]]
+        for row in rows:
+            for dtype in (torch.float32, torch.bfloat16):
+                self.assertSameAsCpu(lambda d, r=row, t=dtype: torch.var_mean(
+                    torch.tensor(r, dtype=t, device=d)))
+            self.assertSameAsCpu(lambda d, r=row: torch.std_mean(torch.tensor(r, device=d)))
+            self.assertSameAsCpu(lambda d, r=row: torch.var_mean(
+                torch.tensor(r, device=d) * (1 + 1j)))
+        x = torch.tensor([[1.0, INF, 2.0], [INF, 1.0, 2.0], [3.0, 2.0, INF], [1.0, 2.0, 3.0]])
+        for dim in (0, 1, (0, 1), None):
+            for layout in (x, x.t().contiguous().t()):
+                self.assertSameAsCpu(lambda d, v=layout, m=dim: torch.var_mean(
+                    v.to(d), dim=m)[1])
+                self.assertSameAsCpu(lambda d, v=layout, m=dim: torch.std_mean(
+                    v.to(d), dim=m, keepdim=True)[1])
 
     def test_complex_inf_nan(self):
         def x(d):
@@ -356,6 +477,17 @@ class TestEdgeValues(CornersTestCase):
                     rounding_mode=m))
             self.assertSameAsCpu(lambda d, t=dtype: torch.remainder(
                 torch.tensor(a, dtype=t, device=d), torch.tensor(b, dtype=t, device=d)))
+            # A scalar divisor (a number, or a tensor of one value for the whole result) is
+            # divided by in float32, unrounded to the dtype.
+            for mode, divisor in itertools.product(("trunc", "floor"), (0.7, 0.3, -3.1)):
+                self.assertSameAsCpu(lambda d, t=dtype, m=mode, v=divisor: torch.div(
+                    torch.tensor(a, dtype=t, device=d), v, rounding_mode=m))
+                self.assertSameAsCpu(lambda d, t=dtype, m=mode, v=divisor: torch.div(
+                    torch.tensor(a, dtype=t, device=d), torch.tensor(v, device=d),
+                    rounding_mode=m))
+                self.assertSameAsCpu(lambda d, t=dtype, m=mode, v=divisor: torch.div(
+                    torch.tensor(a, dtype=t, device=d), torch.tensor([v], device=d).expand(4),
+                    rounding_mode=m))
             self.assertSameAsCpu(lambda d, t=dtype: torch.zeros(2, dtype=t, device=d).put_(
                 torch.zeros(1000, dtype=torch.long, device=d),
                 torch.full((1000,), 0.1, dtype=t, device=d), accumulate=True))
@@ -385,6 +517,47 @@ class TestEdgeValues(CornersTestCase):
             self.assertSameAsCpu(
                 lambda d, t=dtype, v=value: torch.ones(2, dtype=t, device=d).fill_(v)
             )
+
+    def test_bfloat16_converts_to_integers_as_float(self):
+        # bfloat16 converts to an integer dtype as the float it is (200 is -56 in int8), by
+        # fill_ with a value tensor, copy_ and to; float32 too, and complex to real.
+        values = [200.0, -200.0, 300.0, -3.5, 128.0, 70000.0, 3e9, INF, NAN]
+        for (vd, td), v in itertools.product(
+            itertools.product((torch.bfloat16, torch.float32),
+                              (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64,
+                               torch.bool)), values):
+            with self.subTest(value=v, source=vd, target=td):
+                self.assertSameAsCpu(lambda d, v=v, vd=vd, td=td: torch.zeros(
+                    2, dtype=td, device=d).fill_(torch.tensor(v, dtype=vd, device=d)))
+                self.assertSameAsCpu(lambda d, v=v, vd=vd, td=td: torch.zeros(
+                    2, dtype=td, device=d).copy_(torch.full((2,), v, dtype=vd, device=d)))
+                self.assertSameAsCpu(lambda d, v=v, vd=vd, td=td: torch.full(
+                    (20,), v, dtype=vd, device=d).to(td))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # CPU: casting complex to real discards the imaginary
+            self.assertSameAsCpu(lambda d: torch.zeros(2, device=d).fill_(
+                torch.tensor(1 + 2j, device=d)))
+
+    def test_strides_of_reduction_results(self):
+        """A reduction's result (keepdim's size-1 dimensions too) is contiguous, as CPU makes
+        it, whatever the input's layout."""
+
+        def inputs(d):
+            return [torch.arange(12.0, device=d).view(3, 4).t(),
+                    torch.arange(24.0, device=d).view(2, 3, 4).permute(2, 0, 1),
+                    torch.arange(120.0, device=d).view(2, 4, 3, 5).to(
+                        memory_format=torch.channels_last)]
+
+        reductions = [torch.sum, torch.mean, torch.amax, torch.var, torch.std, torch.nansum,
+                      lambda x, dim, keepdim: torch.prod(x, dim[0], keepdim=keepdim),
+                      lambda x, dim, keepdim: torch.var_mean(x, dim, keepdim=keepdim)[1],
+                      lambda x, dim, keepdim: torch.all(x, dim[0], keepdim=keepdim),
+                      lambda x, dim, keepdim: torch.aminmax(x, dim=dim[0], keepdim=keepdim)[0]]
+        for (i, f), n in itertools.product(enumerate(reductions), range(3)):
+            for dim in [(0,), (1,), (0, 2)][:3 if n else 2]:
+                with self.subTest(reduction=i, input=n, dim=dim):
+                    self.assertSameAsCpu(lambda d, f=f, n=n, dim=dim: f(
+                        inputs(d)[n], dim, keepdim=True), strides=True)
 
     def test_strides_of_results(self):
         cases = [
@@ -423,6 +596,19 @@ class TestEdgeValues(CornersTestCase):
         ]
         for f in cases:
             self.assertSameAsCpu(f, strides=True)
+
+    def test_complex_views_of_negative_views(self):
+        # A negative view's real, imag and view_as_real read negated values, as on CPU (fuzz
+        # seed 5950); view_as_complex of a negative view too.
+        def neg(d):
+            return torch._neg_view(torch.tensor([1 + 2j, 3 - 1j], device=d))
+
+        self.assertSameAsCpu(lambda d: neg(d).real)
+        self.assertSameAsCpu(lambda d: neg(d).imag)
+        self.assertSameAsCpu(lambda d: torch.view_as_real(neg(d)))
+        self.assertSameAsCpu(lambda d: torch.view_as_complex(
+            torch._neg_view(torch.arange(4.0, device=d).view(2, 2))))
+        self.assertTrue(neg("npy").real.is_neg())
 
     def test_complex_views_of_offset_tensors(self):
         for view in (lambda t: t.real, lambda t: t.imag, torch.view_as_real):
@@ -485,6 +671,71 @@ class TestMemoryFormat(CornersTestCase):
             for c, n in zip(cpu, npy, strict=True):
                 self.assertEqual(n.stride(), c.stride())
                 self.assertEqual(n.cpu(), c, atol=1e-5, rtol=1e-5)
+
+
+    def test_activations_lay_out_results_as_cpu(self):
+        # Elementwise activations: as CPU's TensorIterator (add's layout); rrelu: contiguous.
+        activations = [F.gelu, F.silu, F.elu, F.leaky_relu, F.hardtanh, F.softplus,
+                       F.hardswish, F.relu6, lambda x: F.threshold(x, 1.0, 0.0), F.rrelu]
+        inputs = [
+            lambda d: torch.arange(24.0, device=d).view(2, 3, 4).permute(2, 0, 1) - 10,
+            lambda d: (torch.arange(96.0, device=d).view(2, 3, 4, 4) - 40).to(
+                memory_format=torch.channels_last),
+            lambda d: torch.arange(12.0, device=d).view(3, 4).t(),
+            lambda d: torch.arange(4.0, device=d).expand(3, 4),
+        ]
+        for (i, f), x, dtype in itertools.product(enumerate(activations), inputs,
+                                                  (torch.float32, torch.float64)):
+            with self.subTest(activation=i, shape=x("cpu").shape, dtype=dtype):
+                cpu, npy = f(x("cpu").to(dtype)), f(x("npy").to(dtype))
+                self.assertEqual(npy.stride(), cpu.stride())
+                self.assertEqual(npy.cpu(), cpu)
+
+    def test_pools_and_group_norm_keep_channels_last(self):
+        torch.manual_seed(0)
+        x = torch.randn(2, 4, 6, 6)
+        x3 = torch.randn(2, 4, 4, 4, 4)
+        cases = [
+            (lambda v: F.avg_pool2d(v, 2), x, torch.channels_last),
+            (lambda v: F.avg_pool2d(v, 3, 2, 1), x, torch.channels_last),
+            (lambda v: F.adaptive_avg_pool2d(v, 3), x, torch.channels_last),
+            (lambda v: F.group_norm(v, 2), x, torch.channels_last),
+            (lambda v: F.group_norm(v, 2), x3, torch.channels_last_3d),
+            (lambda v: F.avg_pool3d(v, 2), x3, torch.channels_last_3d),
+            (lambda v: F.adaptive_avg_pool3d(v, 3), x3, torch.channels_last_3d),
+        ]
+        for f, v, layout in cases:
+            cpu = f(v.to(memory_format=layout))
+            npy = f(v.to(memory_format=layout).to("npy"))
+            self.assertEqual(npy.stride(), cpu.stride())
+            self.assertEqual(npy.cpu(), cpu)
+        for f, v, _ in cases[:3]:
+            grads = []
+            for d in ("cpu", "npy"):
+                xi = v.to(memory_format=torch.channels_last).to(d).requires_grad_()
+                grads.append(torch.autograd.grad(f(xi).sum(), xi)[0])
+            self.assertEqual(grads[1].stride(), grads[0].stride())
+            self.assertEqual(grads[1].cpu(), grads[0])
+
+
+    def test_activation_gradients_lay_out_as_cpu(self):
+        """The gradients of elementwise activations are laid out as CPU's TensorIterator lays
+        them out for the upstream gradient and the input (or result), in its kernels' order:
+        the input's layout first for leaky_relu (so rrelu) and threshold (relu)."""
+        activations = [F.elu, F.celu, F.selu, torch.sigmoid, torch.tanh, F.relu,
+                       F.leaky_relu, lambda x: F.rrelu(x, training=False)]
+        inputs = [torch.randn(2, 4, 6, 6).to(memory_format=torch.channels_last),
+                  torch.randn(2, 3, 4).permute(2, 0, 1)]
+        for (i, f), x in itertools.product(enumerate(activations), inputs):
+            for upstream in (torch.ones_like, lambda y: torch.ones(y.shape, device=y.device)):
+                grads = []
+                for d in ("cpu", "npy"):
+                    xi = x.to(d).requires_grad_()
+                    y = f(xi)
+                    grads.append(torch.autograd.grad(y, xi, upstream(y))[0])
+                with self.subTest(activation=i, shape=x.shape):
+                    self.assertEqual(grads[1].stride(), grads[0].stride())
+                    self.assertEqual(grads[1].cpu(), grads[0])
 
 
 class TestCheckpoint(CornersTestCase):
@@ -671,6 +922,12 @@ class TestDtypeRefusals(CornersTestCase):
                      "not implemented for 'ComplexFloat'"),
             "max": (lambda d: torch.max(_complexes(d)), NotImplementedError,
                     "not implemented for 'ComplexFloat'"),
+            "logsigmoid": (lambda d: F.logsigmoid(_longs(d)), NotImplementedError,
+                           "not implemented for 'Long'"),
+            "rrelu complex": (lambda d: F.rrelu(_complexes(d)), NotImplementedError,
+                              "not implemented for 'ComplexFloat'"),
+            "rrelu complex training": (lambda d: F.rrelu(_complexes(d), training=True),
+                                       NotImplementedError, "not implemented for 'ComplexFloat'"),
             "bmm mixed dtypes": (lambda d: torch.bmm(_floats(d).view(1, 3, 1),
                                                      _floats(d).double().view(1, 1, 3)),
                                  RuntimeError, "expected scalar type Float but found Double"),
@@ -718,6 +975,38 @@ class TestDtypeRefusals(CornersTestCase):
         self.assertSameAsCpu(lambda d: torch.index_select(torch.tensor(1.5, device=d), -1,
                                                           torch.tensor([0], device=d)))
 
+    def test_index_functions_check_shapes_as_cpu(self):
+        """``index_add``, ``index_copy`` and ``index_reduce`` refuse what their CPU meta
+        function refuses, with its type of error, before writing (a 0-dim ``self`` and a 1-dim
+        ``source`` were accepted; mismatched slices copied one element)."""
+        shapes = [(), (1,), (2,), (1, 1), (2, 3), (3, 2), (0,)]
+        indices = [0, [0], [1, 0], [], [[0]]]
+        ops = {
+            "index_add": lambda s, i, src: s.index_add(0, i, src, alpha=2),
+            "index_copy_": lambda s, i, src: s.index_copy_(-1, i, src),
+            "index_reduce": lambda s, i, src: s.index_reduce(0, i, src, "amax"),
+        }
+        for (name, op), shape, index, source in itertools.product(
+                ops.items(), shapes[:-1], indices, shapes):
+            def f(d, op=op, shape=shape, index=index, source=source):
+                s = torch.arange(math.prod(shape), dtype=torch.float32, device=d).view(shape)
+                src = torch.arange(math.prod(source), dtype=torch.float32, device=d) + 10
+                return op(s, torch.tensor(index, device=d), src.view(source))
+
+            with self.subTest(name, shape=shape, index=index, source=source), \
+                    warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # index_reduce is in beta
+                self.assertSameAsCpu(f)
+        for d in ("cpu", "npy"):
+            s, i = torch.zeros(2, 3, device=d), torch.tensor([0], device=d)
+            with self.assertRaisesRegex(RuntimeError, "must have the same scalar type", msg=d):
+                s.index_add(0, i, torch.zeros(1, 3, dtype=torch.float64, device=d))
+            with self.assertRaisesRegex(RuntimeError, "Expected a long tensor for index", msg=d):
+                s.index_copy(0, i.int(), torch.zeros(1, 3, device=d))
+            with self.assertRaisesRegex(RuntimeError, "same slice shapes. Destination slice "
+                                        r"shape: 2 at dimension 1", msg=d):
+                s.index_copy(1, i, torch.zeros(3, 1, device=d))
+
     def test_accepted_as_on_cpu(self):
         cases = {
             "floor of integers": lambda d: torch.floor(_longs(d)),
@@ -752,6 +1041,10 @@ class TestDtypeRefusals(CornersTestCase):
             "lerp float, real complex": lambda d: torch.lerp(_floats(d), _floats(d) * 2, 0.5 + 0j),
             "hypot long, float": lambda d: torch.hypot(_longs(d), _floats(d)),
             "gcd": lambda d: torch.gcd(_longs(d), _bools(d)),
+            "silu of complex": lambda d: F.silu(_complexes(d)),
+            "silu_backward of complex": lambda d: torch.ops.aten.silu_backward(
+                _complexes(d), _complexes(d) * 2),
+            "logsigmoid of bfloat16": lambda d: F.logsigmoid(_floats(d).bfloat16() * 3),
             # An empty result, or an empty sum, runs no kernel on CPU: a complex amin/amax,
             # a bmm of mixed dtypes (in batch2's) or of bool are accepted.
             "amin empty complex (seed 1914)": lambda d: torch.amin(
@@ -895,6 +1188,78 @@ class TestCpuFormulas(CornersTestCase):
 
     def test_complex_reciprocal(self):
         self.assertSameParts(lambda d: torch.reciprocal(self._complexes(d)[0]))
+
+    def test_products_accumulate_in_cpus_type(self):
+        # prod of float16/bfloat16 rounds to the dtype at each step (300 * 300 is inf in
+        # float16: fuzz seed 4438); scans of them accumulate in float, of float in double.
+        def low(d, dtype):
+            values = [300.0, 300.0, 1 / 300] if dtype == torch.float16 else [1e30, 1e30, 1e-30]
+            return torch.tensor(values, dtype=dtype, device=d)
+
+        for dtype in (torch.float16, torch.bfloat16):
+            with self.subTest(dtype=dtype):
+                self.assertSameAsCpu(lambda d, t=dtype: torch.prod(low(d, t)))
+                self.assertSameAsCpu(lambda d, t=dtype: torch.prod(low(d, t).view(1, 3), 1))
+                self.assertSameAsCpu(lambda d, t=dtype: torch.cumprod(low(d, t), 0))
+
+    def test_rrelu_computes_in_float(self):
+        # float16 and bfloat16: the slope is float32's (lower + upper) / 2, the result rounded
+        # once; in training, zeros draw a slope too (their gradient is not 1).
+        x = torch.linspace(-3, 3, 1001)
+        for dtype in (torch.float16, torch.bfloat16):
+            self.assertSameAsCpu(lambda d, t=dtype: F.rrelu(x.to(d, t), training=False))
+        for d in ("cpu", "npy"):
+            z = torch.zeros(4, device=d, requires_grad=True)
+            F.rrelu(z, 0.1, 0.3, training=True).sum().backward()
+            self.assertTrue(((z.grad >= 0.1) & (z.grad <= 0.3)).all())
+
+    def test_scatter_and_index_reductions_accumulate_in_cpus_type(self):
+        """float16 and bfloat16: CPU's scatter kernels accumulate in float (1000 * 0.1 is 100,
+        not bfloat16's 32); its index_add adds in the dtype but for a tensor of two or more
+        dimensions along its first or last (then scatter_add), and index_reduce's mean
+        counts its elements as that index_add adds ones."""
+        n = 1000
+
+        def index(d, *shape):
+            return torch.zeros(n, dtype=torch.long, device=d).view(shape or (n,))
+
+        for dtype in (torch.bfloat16, torch.float16):
+            def src(d, *shape, v=0.1, t=dtype):
+                return torch.full(shape or (n,), v, dtype=t, device=d)
+
+            def zeros(d, *shape, t=dtype):
+                return torch.zeros(shape, dtype=t, device=d)
+
+            cases = [
+                lambda d: zeros(d, 2).scatter_add_(0, index(d), src(d)),
+                lambda d: zeros(d, 2).scatter_reduce(0, index(d), src(d), "sum"),
+                lambda d: zeros(d, 2).scatter_reduce(0, index(d), src(d), "mean"),
+                lambda d: zeros(d, 2).scatter_reduce(0, index(d), src(d), "sum",
+                                                     include_self=False),
+                lambda d: (zeros(d, 2) + 1).scatter_reduce(0, index(d), src(d, v=1.001), "prod"),
+                lambda d: zeros(d, 3, 2).scatter_reduce(
+                    1, index(d, 1, n).expand(3, n), src(d, 3, n), "sum"),
+                lambda d: zeros(d, 2).scatter_(0, index(d), src(d), reduce="add"),
+                lambda d: zeros(d, 2).scatter_(0, index(d), 0.1, reduce="add"),
+                lambda d: zeros(d, 2).index_reduce(0, index(d), src(d), "mean"),
+                lambda d: zeros(d, 2).index_reduce(0, index(d), src(d), "mean",
+                                                   include_self=False),
+                lambda d: zeros(d, 2, 3).index_reduce(0, index(d), src(d, n, 3), "mean"),
+                lambda d: zeros(d, 2, 2, 2).index_reduce(1, index(d), src(d, 2, n, 2), "mean"),
+                lambda d: zeros(d, 2).index_add(0, index(d), src(d)),
+                lambda d: zeros(d, 2, 3).index_add(0, index(d), src(d, n, 3)),
+                lambda d: zeros(d, 3, 2).index_add(1, index(d), src(d, 3, n)),
+                lambda d: zeros(d, 2, 3).index_add(0, index(d), src(d, n, 3), alpha=2),
+                lambda d: zeros(d, 2, 3).index_add(0, index(d).int(), src(d, n, 3)),
+                lambda d: zeros(d, 2, 2, 2).index_add(1, index(d), src(d, 2, n, 2)),
+            ]
+            for i, f in enumerate(cases):
+                with self.subTest(dtype=dtype, case=i), warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    self.assertSameAsCpu(f)
+        with self.assertRaisesRegex(RuntimeError, "one of prod, mean, amax or amin"):
+            torch.zeros(2, device="npy").index_reduce(0, index("npy"), torch.ones(n, device="npy"),
+                                                      "sum")
 
 
 class TestCpuAlgorithms(TestCase):

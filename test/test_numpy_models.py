@@ -318,6 +318,15 @@ class TestNumpyModels(TestCase):
             results[device] = (out, [t.grad for t in qkv])
         self.assertMatchesCpu(results[DEVICE], results["cpu"], atol=1e-5, rtol=1e-4)
 
+    def test_attention_without_a_choice_kernel_takes_the_math_path(self):
+        # npy has no kernel of aten::_fused_sdp_choice: the choice stub answers "math", and
+        # attention decomposes into the operators npy has.
+        q = torch.randn(2, 3, 5, 4, device=DEVICE, requires_grad=True)
+        out = F.scaled_dot_product_attention(q, q, q)
+        self.assertNotIn("FlashAttention", type(out.grad_fn).__name__)
+        self.assertEqual(out.cpu(), F.scaled_dot_product_attention(*[q.detach().cpu()] * 3),
+                         atol=1e-5, rtol=1e-4)
+
     # --- training utilities ---------------------------------------------------------------
 
     def test_grad_scaler(self):

@@ -1,38 +1,33 @@
 # Owner(s): ["module: PrivateUse1"]
 """The NumPy backend's OpInfo pass set does not shrink.
 
-``tools/opinfo_report.py`` runs a fixed subset of PyTorch's OpInfo entries (float32, forward,
-and a smaller subset with ``--grad``) on ``npy`` and CPU, in worker processes (a crash in a
-sample does not reach this process). The entries that pass every sample are checked in, per
-torch version, in ``test/opinfo/numpy_passing_<major.minor>.txt`` (``numpy_passing_grad_...``
-for ``--grad``). A listed entry that no longer passes fails the test; an entry of the subset
-that passes but is not listed fails it too, to get the list updated with::
+The OpInfo harness of the backend-author kit, :mod:`torch_acc.testing.opinfo`, runs a fixed
+subset of PyTorch's OpInfo entries (float32, forward, and a smaller subset with ``--grad``) on
+``npy`` and CPU, in worker processes (a crash in a sample does not reach this process). The
+entries that pass every sample are checked in, per torch version, in
+``test/opinfo/numpy_passing_<major.minor>.txt`` (``numpy_passing_grad_...`` for ``--grad``).
+A listed entry that no longer passes fails the test; an entry of the subset that passes but is
+not listed fails it too, to get the list updated with::
 
-    python tools/opinfo_report.py [--grad] --ops <entries> --update test/opinfo/<list>.txt
+    python -m torch_acc.testing.opinfo [--grad] --ops <entries> --update test/opinfo/<list>.txt
 
 Without a list for the running torch version the tests skip. The lists for 2.6 and 2.13 hold
 every OpInfo entry that passes; those for 2.14 hold the entries of the subsets below only.
 """
 
-import importlib.util
+import json
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
+from torch_acc.testing import opinfo as harness
+
 ROOT = Path(__file__).resolve().parents[1]
 TORCH = ".".join(torch.__version__.split(".")[:2])
-
-
-def _harness():
-    spec = importlib.util.spec_from_file_location("opinfo_report",
-                                                  ROOT / "tools" / "opinfo_report.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-harness = _harness()
 
 # Pointwise unary and binary, reductions, shape and indexing, nn, linalg: the families of the
 # core ATen opset, and every operator the demo's MLP, CNN and optimizers use.
@@ -82,7 +77,7 @@ class TestNumpyOpInfo(TestCase):
         if gained:
             problems.append(
                 f"newly passing, not in test/opinfo/{name}: {', '.join(gained)}; update the "
-                f"list with: python tools/opinfo_report.py{flag} --ops {','.join(gained)} "
+                f"list with: python -m torch_acc.testing.opinfo{flag} --ops {','.join(gained)} "
                 f"--update test/opinfo/{name}"
             )
         if problems:
@@ -93,6 +88,25 @@ class TestNumpyOpInfo(TestCase):
 
     def test_grad_float32(self):
         self._check(GRAD, grad=True)
+
+
+class TestCommandLine(TestCase):
+    def test_python_m_runs_its_workers(self):
+        # Under `python -m`, the module's __name__ is "__main__": workers must be started by
+        # the module's own name.
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp, "r.json")
+            proc = subprocess.run(
+                [sys.executable, "-m", "torch_acc.testing.opinfo", "--device", "npy",
+                 "--ops", "add,mul", "--jobs", "1", "--json", str(out)],
+                capture_output=True, text=True, timeout=600,
+            )
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            report = json.loads(out.read_text())
+        self.assertEqual(report["meta"]["device"], "npy")
+        self.assertEqual(
+            {r["entry"]: r["status"] for r in report["results"]}, {"add": "pass", "mul": "pass"}
+        )
 
 
 if __name__ == "__main__":

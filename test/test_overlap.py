@@ -8,14 +8,15 @@ writes: the device refuses that one, with an error that says why. The bridge ask
 kernel, on stand-ins that overlap as the payloads do, which applies.
 """
 
+import itertools
 import warnings
 
 import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
-from torch_acc.backends import numpy as npy_backend
+from torch_acc.backends import reference
 
-npy_backend.setup()
+reference.setup()
 
 OVERLAP = "some elements of the input tensor .* refer to a single memory location"
 ORDER = OVERLAP + r" \(CPU computes this, but its result depends on the order"
@@ -165,7 +166,7 @@ class TestOverlap(TestCase):
         for name, (case, kind) in CASES.items():
             with self.subTest(name):
                 cpu_base, cpu_call = case("cpu")
-                npy_base, npy_call = case("npy")
+                dev_base, dev_call = case("ref")
                 if kind == CPU_DECIDES:
                     fresh_base, fresh_call = case("cpu", fresh=True)
                     fresh_call()
@@ -174,8 +175,8 @@ class TestOverlap(TestCase):
                     cpu_base, cpu_call = case("cpu")
                 if kind == ALLOWED:
                     expected = cpu_call()
-                    self.assertEqual(npy_call().cpu(), expected)
-                    self.assertEqual(npy_base.cpu(), cpu_base)
+                    self.assertEqual(dev_call().cpu(), expected)
+                    self.assertEqual(dev_base.cpu(), cpu_base)
                     continue
                 if kind == REFUSED:
                     with self.assertRaisesRegex(RuntimeError, OVERLAP):
@@ -185,9 +186,9 @@ class TestOverlap(TestCase):
                 with self.assertRaisesRegex(
                     RuntimeError, ORDER if kind == ORDER_DEPENDENT else OVERLAP
                 ):
-                    npy_call()
+                    dev_call()
                 # Nothing was written before the error.
-                self.assertEqual(npy_base.cpu(), case("cpu")[0])
+                self.assertEqual(dev_base.cpu(), case("cpu")[0])
 
     def test_cpu_is_asked_each_question(self):
         # The answers are remembered by operator, layouts and the other arguments' values:
@@ -195,7 +196,7 @@ class TestOverlap(TestCase):
         for factor, kind in ((1.0, ALLOWED), (2.0, ORDER_DEPENDENT), (1.0, ALLOWED)):
             with self.subTest(factor=factor):
                 results = {}
-                for dev in ("cpu", "npy"):
+                for dev in ("cpu", "ref"):
                     x = torch.arange(1.0, 5.0, device=dev)
                     try:
                         torch.mul(x[:2].expand(2, 2), factor, out=x.view(2, 2))
@@ -204,10 +205,10 @@ class TestOverlap(TestCase):
                     else:
                         results[dev] = x.cpu()
                 if kind == ALLOWED:
-                    self.assertEqual(results["npy"], results["cpu"])
+                    self.assertEqual(results["ref"], results["cpu"])
                 else:
                     self.assertIsInstance(results["cpu"], torch.Tensor)
-                    self.assertRegex(str(results["npy"]), ORDER)
+                    self.assertRegex(str(results["ref"]), ORDER)
 
     def test_out_resized_over_its_input(self):
         for name, call in RESIZED_CASES.items():
@@ -215,18 +216,64 @@ class TestOverlap(TestCase):
                 warnings.simplefilter("ignore", UserWarning)  # "An output ... was resized"
                 call(torch.arange(18.0).reshape(3, 3, 2))  # CPU computes, in its order
                 with self.assertRaisesRegex(RuntimeError, RESIZED):
-                    call(torch.arange(18.0, device="npy").reshape(3, 3, 2))
+                    call(torch.arange(18.0, device="ref").reshape(3, 3, 2))
+
+    def test_inplace_into_a_view_with_an_index_of_size_one(self):
+        # index_add_ into a strided view reaches the fallback as index_add.out(self, out=self);
+        # CPU is asked on stand-ins whose index, filled with ones, is out of range for a
+        # dimension of size 1: it is asked again with zeros, not refused (fuzz seeds 4425,
+        # 5641).
+        def chunk(d):
+            x = torch.arange(12.0, device=d).reshape(3, 2, 2)
+            x.chunk(2, -1)[0].index_add_(-1, torch.tensor([0], device=d),
+                                         torch.ones(3, 2, 1, device=d))
+            return x
+
+        def diagonal(d):
+            x = torch.arange(12.0, device=d).reshape(1, 4, 3)
+            x.diagonal(1, -3, -1).index_add_(1, torch.tensor([0, 0], device=d),
+                                             torch.ones(4, 2, device=d))
+            return x
+
+        for f in (chunk, diagonal):
+            self.assertEqual(f("ref").cpu(), f("cpu"))
+
+    def test_masked_fill_into_an_expanded_tensor(self):
+        # CPU warns and writes a shared element where any of its positions is masked (fuzz
+        # seed 3298); copying a functional result into it would be refused.
+        masks = [torch.tensor(True), torch.tensor([True, False]),
+                 torch.tensor([[True], [False], [False]]),
+                 torch.tensor([[[True, False]], [[False, False]], [[False, True]]])]
+        for mask, value in itertools.product(masks, (0.5, torch.tensor(0.5))):
+            results = {}
+            for dev in ("cpu", "ref"):
+                base = torch.arange(3.0, device=dev).reshape(3, 1, 1)
+                v = value.to(dev) if isinstance(value, torch.Tensor) else value
+                with self.assertWarnsRegex(UserWarning, "masked_fill_ on expanded tensors"):
+                    base.expand(3, 3, 2).masked_fill_(mask.to(dev), v)
+                results[dev] = base.cpu()
+            self.assertEqual(results["ref"], results["cpu"])
+
+    def test_out_resized_from_an_expanded_tensor(self):
+        # CPU's overlap check sees an expanded out= tensor before resizing it (fuzz seed
+        # 5943): refused on both, the expanded tensor's base unchanged.
+        for dev in ("cpu", "ref"):
+            base = torch.arange(8, dtype=torch.uint8, device=dev).view(4, 2)
+            with self.assertRaisesRegex(RuntimeError, "more than one element of the written"):
+                torch.mul(base, torch.ones(4, 2, dtype=torch.int64, device=dev),
+                          out=base.unsqueeze(2).expand(3, 4, 2, 3))
+            self.assertEqual(base.cpu(), torch.arange(8, dtype=torch.uint8).view(4, 2))
 
     def test_out_resized_beside_its_input(self):
         # The resized out= tensor shares the payload but none of the elements read.
         results = {}
-        for dev in ("cpu", "npy"):
+        for dev in ("cpu", "ref"):
             x = torch.arange(8.0, device=dev)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)
                 torch.neg(x[:2], out=x[4:5])
             results[dev] = x.cpu()
-        self.assertEqual(results["npy"], results["cpu"])
+        self.assertEqual(results["ref"], results["cpu"])
         self.assertEqual(results["cpu"][4:6], torch.tensor([-0.0, -1.0]))
 
 

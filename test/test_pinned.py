@@ -6,9 +6,9 @@ from torch.testing._internal.common_utils import run_tests, TestCase
 from torch.utils.data import DataLoader, TensorDataset
 
 from torch_acc import _compat
-from torch_acc.backends import numpy as npy_backend
+from torch_acc.backends import reference
 
-npy_backend.setup()
+reference.setup()
 
 
 class TestPinMemory(TestCase):
@@ -47,8 +47,8 @@ class TestPinMemory(TestCase):
 
     def test_copy_to_device_from_pinned(self):
         p = torch.arange(4.0).pin_memory()
-        d = p.to("npy", non_blocking=True)
-        self.assertEqual(d.device, torch.device("npy:0"))
+        d = p.to("ref", non_blocking=True)
+        self.assertEqual(d.device, torch.device("ref:0"))
         self.assertEqual(d.cpu(), torch.arange(4.0))
 
 
@@ -56,7 +56,7 @@ class TestDataLoader(TestCase):
     def _check(self, **kwargs):
         data = TensorDataset(torch.arange(20.0).reshape(10, 2), torch.arange(10))
         if _compat.DATALOADER_NEEDS_PIN_MEMORY_DEVICE:
-            kwargs["pin_memory_device"] = "npy"
+            kwargs["pin_memory_device"] = "ref"
         batches = list(DataLoader(data, batch_size=4, pin_memory=True, **kwargs))
         self.assertEqual(len(batches), 3)
         for x, y in batches:

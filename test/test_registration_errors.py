@@ -81,9 +81,9 @@ registered: False
 
     def test_setup_type_errors(self):
         with self.assertRaisesRegex(TypeError, "expected hook to be an instance of a subclass"):
-            setup_privateuseone_for_python_backend("npy", hook=object())
+            setup_privateuseone_for_python_backend("ref", hook=object())
         with self.assertRaisesRegex(TypeError, "expected device_guard to be an instance"):
-            setup_privateuseone_for_python_backend("npy", device_guard=Hooks())
+            setup_privateuseone_for_python_backend("ref", device_guard=Hooks())
         # Nothing global changed.
         self.assertEqual(torch._C._get_privateuse1_backend_name(), "privateuseone")
 
@@ -92,7 +92,7 @@ registered: False
         with self.assertRaisesRegex(
             RuntimeError, "PrivateUse1 is already held by backend 'privateuseone', set up by other"
         ):
-            setup_privateuseone_for_python_backend("npy")
+            setup_privateuseone_for_python_backend("ref")
 
     @unittest.skipUnless(
         _compat.UPSTREAM_ACC not in (None, _C),

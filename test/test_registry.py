@@ -48,6 +48,24 @@ class TestRegistry(TestCase):
         with self.assertRaisesRegex(ValueError, "unknown backend 'nosuch': registered backends"):
             registry.use("nosuch")
 
+    def test_unknown_backend_without_autoload(self):
+        out = _run(
+            """
+            import torch_acc
+            try:
+                torch_acc.use("ref")
+            except ValueError as e:
+                print(e)
+            """,
+            TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+        )
+        self.assertEqual(
+            out,
+            "unknown backend 'ref': registered backends are none (register_backend() records "
+            "one); TORCH_DEVICE_BACKEND_AUTOLOAD=0 kept torch from loading the torch.backends "
+            "entry points that register installed backends",
+        )
+
     def test_autoloaded_backends_are_listed(self):
         # This package's own torch.backends entry points ran when torch was imported.
         self.assertIn("npy", registry.backends())

@@ -17,15 +17,15 @@ import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
 from torch_acc import library
-from torch_acc.backends import numpy as npy_backend
+from torch_acc.backends import reference
 
-npy_backend.setup()
+reference.setup()
 
 
 class NpyFormat:
-    """A test backend's own payload format: the payload's NumPy ``.npy`` bytes.
+    """A test backend's own payload format: the payload's bytes in NumPy's ``.npy`` format.
 
-    Registered for ``npy`` once (``library.impl_serialization``); while ``enabled`` is off it
+    Registered for ``ref`` once (``library.impl_serialization``); while ``enabled`` is off it
     declines every payload, so that the rest of this file saves through the CPU.
     """
 
@@ -39,13 +39,14 @@ class NpyFormat:
         if not self.enabled:
             return None
         self.calls.append(("serialize", payload.shape))
-        buf = io.BytesIO()
-        np.save(buf, payload)
-        return {"npy": buf.getvalue()}
+        return _npy_state(payload.numpy())
 
     def deserialize(self, state):
-        self.calls.append(("deserialize", torch.npy.current_device()))
-        return np.load(io.BytesIO(state["npy"]))
+        self.calls.append(("deserialize", torch.ref.current_device()))
+        loaded = np.load(io.BytesIO(state["npy"]))
+        # An array becomes the payload, a CPU tensor; anything else is left for the loader
+        # to refuse.
+        return torch.from_numpy(loaded) if isinstance(loaded, np.ndarray) else loaded
 
 
 FORMAT = NpyFormat()
@@ -97,29 +98,29 @@ def _npy_state(array) -> dict:
 
 class TestSaveLoad(TestCase):
     def test_tensor(self):
-        x = torch.arange(6.0).reshape(2, 3).to("npy")
+        x = torch.arange(6.0).reshape(2, 3).to("ref")
         for kwargs in ({}, {"weights_only": True}, {"weights_only": False}):
             y = _round_trip(x, **kwargs)
-            self.assertEqual(y.device, torch.device("npy:0"))
+            self.assertEqual(y.device, torch.device("ref:0"))
             self.assertEqual(y.cpu(), x.cpu())
 
     def test_dtypes_and_views(self):
         for dtype in (torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.int64,
                       torch.bool):
-            x = torch.arange(6).reshape(2, 3).to(dtype).to("npy")
+            x = torch.arange(6).reshape(2, 3).to(dtype).to("ref")
             self.assertEqual(_round_trip(x, weights_only=True).cpu(), x.cpu())
-        x = torch.arange(12.0).reshape(3, 4).to("npy")
+        x = torch.arange(12.0).reshape(3, 4).to("ref")
         v = x.t()[1:]
         self.assertEqual(_round_trip(v, weights_only=True).cpu(), v.cpu())
 
     def test_requires_grad(self):
-        x = torch.ones(3, device="npy", requires_grad=True)
+        x = torch.ones(3, device="ref", requires_grad=True)
         y = _round_trip(x, weights_only=True)
         self.assertTrue(y.requires_grad)
         self.assertTrue(y.is_leaf)
 
     def test_map_location_cpu(self):
-        x = torch.arange(4.0).to("npy")
+        x = torch.arange(4.0).to("ref")
         y = _round_trip({"x": x}, map_location="cpu", weights_only=True)["x"]
         self.assertEqual(y.device, torch.device("cpu"))
         self.assertEqual(y, torch.arange(4.0))
@@ -128,54 +129,54 @@ class TestSaveLoad(TestCase):
         # CPU tensors loaded onto the device, as map_location="cuda" does; tensors that shared
         # a storage share a payload.
         base = torch.arange(6.0)
-        for location in ("npy", "npy:0", torch.device("npy"), {"cpu": "npy:0"},
+        for location in ("ref", "ref:0", torch.device("ref"), {"cpu": "ref:0"},
                          lambda storage, loc: None if loc != "cpu" else storage):
             with self.subTest(location=location):
                 a, b = _round_trip([base, base[2:]], map_location=location, weights_only=True)
                 if callable(location):  # it keeps CPU storages on the CPU
                     self.assertEqual(a.device, torch.device("cpu"))
                     continue
-                self.assertEqual(a.device, torch.device("npy:0"))
+                self.assertEqual(a.device, torch.device("ref:0"))
                 self.assertEqual(b.cpu(), base[2:])
                 self.assertEqual(b.storage_offset(), 2)
                 b.add_(10)
                 self.assertEqual(a.cpu(), torch.tensor([0.0, 1.0, 12.0, 13.0, 14.0, 15.0]))
-        self.assertEqual(torch.npy.current_device(), 0)
+        self.assertEqual(torch.ref.current_device(), 0)
 
     def test_state_dict(self):
         torch.manual_seed(0)
-        model = torch.nn.Linear(3, 2).to("npy")
+        model = torch.nn.Linear(3, 2).to("ref")
         state = _round_trip(model.state_dict(), weights_only=True)
         self.assertEqual(set(state), {"weight", "bias"})
-        other = torch.nn.Linear(3, 2).to("npy")
+        other = torch.nn.Linear(3, 2).to("ref")
         other.load_state_dict(state)
         x = torch.randn(4, 3)
-        self.assertEqual(other(x.to("npy")).cpu(), model(x.to("npy")).cpu())
-        self.assertEqual(other.weight.device, torch.device("npy:0"))
+        self.assertEqual(other(x.to("ref")).cpu(), model(x.to("ref")).cpu())
+        self.assertEqual(other.weight.device, torch.device("ref:0"))
 
     def test_whole_module(self):
-        model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU()).to("npy")
+        model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU()).to("ref")
         loaded = _round_trip(model, weights_only=False)
-        self.assertEqual(loaded[0].weight.device, torch.device("npy:0"))
+        self.assertEqual(loaded[0].weight.device, torch.device("ref:0"))
         self.assertEqual(loaded[0].weight.cpu(), model[0].weight.cpu())
 
     def test_file(self):
-        x = torch.arange(3.0).to("npy")
+        x = torch.arange(3.0).to("ref")
         with tempfile.NamedTemporaryFile(suffix=".pt") as f:
             torch.save(x, f.name)
             self.assertEqual(torch.load(f.name, weights_only=True).cpu(), x.cpu())
 
     def test_pickle_and_deepcopy(self):
-        x = torch.arange(3.0).to("npy")
+        x = torch.arange(3.0).to("ref")
         for y in (pickle.loads(pickle.dumps(x)), copy.deepcopy(x)):
-            self.assertEqual(y.device, torch.device("npy:0"))
+            self.assertEqual(y.device, torch.device("ref:0"))
             self.assertEqual(y.cpu(), x.cpu())
         y = copy.deepcopy(x)
         y.add_(1)
         self.assertEqual(x.cpu(), torch.arange(3.0))
 
     def test_load_without_backend_names_it(self):
-        x = torch.arange(3.0).to("npy")
+        x = torch.arange(3.0).to("ref")
         with tempfile.NamedTemporaryFile(suffix=".pt") as f:
             torch.save([x, x[1:]], f.name)
             proc = _run(
@@ -199,9 +200,9 @@ class TestSaveLoad(TestCase):
         self.assertEqual(len(lines), 3, proc.stdout)
         for line in lines[:2]:
             self.assertIn(
-                "cannot load data saved on npy:0: the npy backend is not set up in this "
+                "cannot load data saved on ref:0: the ref backend is not set up in this "
                 "process. Set it up before torch.load (the backend's setup function, or "
-                "torch_acc.setup_privateuseone_for_python_backend('npy') and its kernels), or "
+                "torch_acc.setup_privateuseone_for_python_backend('ref') and its kernels), or "
                 "load to the CPU with map_location='cpu'",
                 line,
             )
@@ -214,11 +215,11 @@ class TestSharing(TestCase):
 
     def _check_like_cpu(self, make, **load_kwargs):
         cpu = make(torch.arange(24.0).reshape(4, 6))
-        dev = make(torch.arange(24.0).reshape(4, 6).to("npy"))
+        dev = make(torch.arange(24.0).reshape(4, 6).to("ref"))
         cpu_loaded = _round_trip(cpu, weights_only=True)
         loaded = _round_trip(dev, weights_only=True, **load_kwargs)
         for c, d in zip(cpu_loaded, loaded, strict=True):
-            self.assertEqual(d.device, torch.device("npy:0"))
+            self.assertEqual(d.device, torch.device("ref:0"))
             self.assertEqual(d.cpu(), c)
             self.assertEqual((d.stride(), d.storage_offset()), (c.stride(), c.storage_offset()))
         # A write through the last tensor shows in every tensor that shares its memory.
@@ -237,24 +238,24 @@ class TestSharing(TestCase):
         self._check_like_cpu(lambda x: [x.t().contiguous().t(), x.t().contiguous().t()[1:]])
 
     def test_saved_once(self):
-        x = torch.randn(10_000).to("npy")
+        x = torch.randn(10_000).to("ref")
         one = len(_saved_bytes(x))
         self.assertLess(len(_saved_bytes([x, x[1:], x[::2], x.view(100, 100)])), one + 2000)
 
     def test_state_dict_with_tied_weights(self):
         model = torch.nn.Sequential(torch.nn.Embedding(5, 3), torch.nn.Linear(3, 5, bias=False))
-        model.to("npy")
+        model.to("ref")
         model[1].weight = model[0].weight
         state = _round_trip(model.state_dict(), weights_only=True)
         state["0.weight"].zero_()
         self.assertEqual(state["1.weight"].cpu(), torch.zeros(5, 3))
 
     def test_map_location_forms(self):
-        x = torch.arange(6.0).to("npy")
+        x = torch.arange(6.0).to("ref")
         for location, device in (
-            ("cpu", "cpu"), (torch.device("cpu"), "cpu"), ({"npy:0": "cpu"}, "cpu"),
-            (lambda storage, loc: storage, "cpu"), ("npy", "npy:0"), ({}, "npy:0"),
-            (lambda storage, loc: None, "npy:0"),
+            ("cpu", "cpu"), (torch.device("cpu"), "cpu"), ({"ref:0": "cpu"}, "cpu"),
+            (lambda storage, loc: storage, "cpu"), ("ref", "ref:0"), ({}, "ref:0"),
+            (lambda storage, loc: None, "ref:0"),
         ):
             with self.subTest(location=location):
                 a, b = _round_trip([x, x[3:]], map_location=location, weights_only=True)
@@ -264,7 +265,7 @@ class TestSharing(TestCase):
                 self.assertEqual(a.cpu(), torch.tensor([0.0, 1.0, 2.0, 0.0, 0.0, 0.0]))
 
     def test_crafted_view_beyond_its_payload(self):
-        x = torch.arange(4.0).to("npy")
+        x = torch.arange(4.0).to("ref")
         rebuild, args = x[1:].__reduce_ex__(2)
         self.assertIs(rebuild, library._rebuild_payload_view)
         backend, base, dtype, size, stride, offset, requires_grad = args
@@ -288,7 +289,7 @@ class TestCustomFormat(TestCase):
         FORMAT.enabled = False
 
     def test_round_trip_calls_the_hooks(self):
-        x = torch.arange(6.0).reshape(2, 3).to("npy")
+        x = torch.arange(6.0).reshape(2, 3).to("ref")
         for kwargs in ({}, {"weights_only": True}, {"weights_only": False}):
             FORMAT.calls.clear()
             data = _saved_bytes(x)
@@ -296,14 +297,14 @@ class TestCustomFormat(TestCase):
             self.assertEqual(FORMAT.calls, [("serialize", (2, 3))])
             y = torch.load(io.BytesIO(data), **kwargs)
             self.assertEqual(FORMAT.calls, [("serialize", (2, 3)), ("deserialize", 0)])
-            self.assertEqual(y.device, torch.device("npy:0"))
+            self.assertEqual(y.device, torch.device("ref:0"))
             self.assertEqual(y.cpu(), x.cpu())
 
     def test_reduce_ex_names_the_rebuild_function(self):
-        x = torch.ones(2, device="npy")
+        x = torch.ones(2, device="ref")
         rebuild, args = x.__reduce_ex__(2)
         self.assertIs(rebuild, library._rebuild_payload_view)
-        self.assertEqual(args[0], "npy")
+        self.assertEqual(args[0], "ref")
         self.assertIs(args[1].__reduce__()[0], library._rebuild_payload_tensor)
         FORMAT.enabled = False
         del args  # what stood for the payload in the last save: a new save copies again
@@ -314,13 +315,13 @@ class TestCustomFormat(TestCase):
 
     def test_dtypes(self):
         for dtype in (torch.float16, torch.float64, torch.int32, torch.int64, torch.bool):
-            x = torch.arange(6).reshape(2, 3).to(dtype).to("npy")
+            x = torch.arange(6).reshape(2, 3).to(dtype).to("ref")
             y = _round_trip(x, weights_only=True)
             self.assertEqual(y.dtype, dtype)
             self.assertEqual(y.cpu(), x.cpu())
 
     def test_views_and_strides(self):
-        x = torch.arange(12.0).reshape(3, 4).to("npy")
+        x = torch.arange(12.0).reshape(3, 4).to("ref")
         t = x.t()  # Fortran-ordered: the .npy format keeps that order
         y = _round_trip(t, weights_only=True)
         self.assertEqual(y.cpu(), t.cpu())
@@ -335,7 +336,7 @@ class TestCustomFormat(TestCase):
         self.assertEqual(x.cpu(), torch.arange(12.0).reshape(3, 4))
 
     def test_requires_grad(self):
-        x = torch.ones(3, device="npy", requires_grad=True)
+        x = torch.ones(3, device="ref", requires_grad=True)
         for t in (x, x * 2):
             y = _round_trip(t, weights_only=True)
             self.assertTrue(y.requires_grad)
@@ -344,18 +345,18 @@ class TestCustomFormat(TestCase):
 
     def test_state_dict_and_module(self):
         torch.manual_seed(0)
-        model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU()).to("npy")
+        model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU()).to("ref")
         state = _round_trip(model.state_dict(), weights_only=True)
         self.assertEqual([c[0] for c in FORMAT.calls].count("deserialize"), 2)
         self.assertEqual(state["0.weight"].cpu(), model[0].weight.cpu())
         loaded = _round_trip(model, weights_only=False)
         self.assertIsInstance(loaded[0].weight, torch.nn.Parameter)
-        self.assertEqual(loaded[0].weight.device, torch.device("npy:0"))
+        self.assertEqual(loaded[0].weight.device, torch.device("ref:0"))
         self.assertEqual(loaded[0].weight.cpu(), model[0].weight.cpu())
 
     def test_map_location_cpu(self):
-        x = torch.arange(4.0).to("npy").requires_grad_()
-        for location in ("cpu", torch.device("cpu"), {"npy:0": "cpu"}):
+        x = torch.arange(4.0).to("ref").requires_grad_()
+        for location in ("cpu", torch.device("cpu"), {"ref:0": "cpu"}):
             y = _round_trip({"x": x}, map_location=location, weights_only=True)["x"]
             self.assertEqual(y.device, torch.device("cpu"))
             self.assertEqual(y, torch.arange(4.0))
@@ -364,10 +365,10 @@ class TestCustomFormat(TestCase):
         self.assertEqual(FORMAT.calls[-1][0], "deserialize")
 
     def test_pickle_and_deepcopy(self):
-        x = torch.arange(3.0).to("npy")
+        x = torch.arange(3.0).to("ref")
         y = pickle.loads(pickle.dumps(x))
         self.assertEqual([c[0] for c in FORMAT.calls], ["serialize", "deserialize"])
-        self.assertEqual(y.device, torch.device("npy:0"))
+        self.assertEqual(y.device, torch.device("ref:0"))
         self.assertEqual(y.cpu(), x.cpu())
         # deepcopy copies on the device (clone); nothing is serialized.
         FORMAT.calls.clear()
@@ -379,38 +380,39 @@ class TestCustomFormat(TestCase):
     def _assert_load_fails(self, crafted, error, message):
         data = _saved_bytes(crafted)
         for kwargs in ({}, {"weights_only": False}, {"map_location": "cpu"},
-                       {"map_location": {"npy:0": "npy:0"}}):
+                       {"map_location": {"ref:0": "ref:0"}}):
             with self.subTest(kwargs=kwargs), self.assertRaisesRegex(error, message):
                 torch.load(io.BytesIO(data), **kwargs)
 
     def test_crafted_size_larger_than_the_payload(self):
         # Loaded as it was, a (50_000_000,) tensor over 0 elements read the process's heap.
         self._assert_load_fails(
-            _crafted("npy", _npy_state(np.zeros(0, np.float32)), torch.float32, (50_000_000,),
-                    "npy:0", False),
+            _crafted("ref", _npy_state(np.zeros(0, np.float32)), torch.float32, (50_000_000,),
+                    "ref:0", False),
             RuntimeError,
-            r"cannot load a tensor saved by the npy backend in its own format: its deserialize "
-            r"function \(NpyFormat.deserialize\) returned a numpy.ndarray of shape \(0,\) and "
-            r"dtype float32, but the file gives shape \(50000000,\) and dtype torch.float32; "
-            r"the file is damaged or was not written by torch.save",
+            r"cannot load a tensor saved by the ref backend in its own format: its deserialize "
+            r"function \(NpyFormat.deserialize\) returned a cpu torch.Tensor of shape \(0,\) "
+            r"and dtype torch.float32, but the file gives shape \(50000000,\) and dtype "
+            r"torch.float32; the file is damaged or was not written by torch.save",
         )
 
     def test_crafted_shape_with_as_many_elements(self):
         self._assert_load_fails(
-            _crafted("npy", _npy_state(np.zeros((2, 3), np.float32)), torch.float32, (6,),
-                    "npy:0", False),
+            _crafted("ref", _npy_state(np.zeros((2, 3), np.float32)), torch.float32, (6,),
+                    "ref:0", False),
             RuntimeError,
-            r"returned a numpy.ndarray of shape \(2, 3\) and dtype float32, but the file gives "
+            r"returned a cpu torch.Tensor of shape \(2, 3\) and dtype torch.float32, but the file "
+            r"gives "
             r"shape \(6,\) and dtype torch.float32",
         )
 
     def test_crafted_dtype(self):
         # float64 over an int8 payload would read eight times its bytes.
         self._assert_load_fails(
-            _crafted("npy", _npy_state(np.zeros(4, np.int8)), torch.float64, (4,), "npy:0",
+            _crafted("ref", _npy_state(np.zeros(4, np.int8)), torch.float64, (4,), "ref:0",
                     False),
             RuntimeError,
-            r"returned a numpy.ndarray of shape \(4,\) and dtype int8, but the file gives "
+            r"returned a cpu torch.Tensor of shape \(4,\) and dtype torch.int8, but the file gives "
             r"shape \(4,\) and dtype torch.float64",
         )
 
@@ -418,7 +420,7 @@ class TestCustomFormat(TestCase):
         buf = io.BytesIO()
         np.savez(buf, x=np.zeros(3))  # np.load gives an NpzFile, no array
         self._assert_load_fails(
-            _crafted("npy", {"npy": buf.getvalue()}, torch.float64, (3,), "npy:0", False),
+            _crafted("ref", {"npy": buf.getvalue()}, torch.float64, (3,), "ref:0", False),
             TypeError,
             r"its deserialize function \(NpyFormat.deserialize\) returned a numpy.NpzFile, but "
             r"the file gives shape \(3,\) and dtype torch.float64",
@@ -429,9 +431,9 @@ class TestCustomFormat(TestCase):
         for dtype, size in (("float32", (3,)), (torch.float32, (-1,)), (torch.float32, 3)):
             with self.subTest(dtype=dtype, size=size):
                 self._assert_load_fails(
-                    _crafted("npy", state, dtype, size, "npy:0", False),
+                    _crafted("ref", state, dtype, size, "ref:0", False),
                     RuntimeError,
-                    rf"cannot load a tensor saved by the npy backend in its own format: the "
+                    rf"cannot load a tensor saved by the ref backend in its own format: the "
                     rf"file gives dtype {re.escape(repr(dtype))} and size "
                     rf"{re.escape(repr(size))}, but expected a torch.dtype and a tuple of "
                     r"non-negative ints",
@@ -441,12 +443,12 @@ class TestCustomFormat(TestCase):
         for location in (None, "cpu"):
             y = torch.load(
                 io.BytesIO(_saved_bytes(_crafted(
-                    "npy", _npy_state(np.arange(6.0).reshape(2, 3)), torch.float64, [2, 3],
-                    "npy:0", True,
+                    "ref", _npy_state(np.arange(6.0).reshape(2, 3)), torch.float64, [2, 3],
+                    "ref:0", True,
                 ))),
                 map_location=location,
             )
-            self.assertEqual(y.device.type, location or "npy")
+            self.assertEqual(y.device.type, location or "ref")
             self.assertEqual(y.cpu(), torch.arange(6.0, dtype=torch.float64).reshape(2, 3))
             self.assertTrue(y.requires_grad)
 
@@ -460,20 +462,20 @@ class TestCustomFormat(TestCase):
                       collections.OrderedDict())
         self._assert_load_fails(
             Rebuilt(torch._utils._rebuild_device_tensor_from_cpu_tensor, cpu, torch.float32,
-                    "npy:0", False),
+                    "ref:0", False),
             RuntimeError,
             "Trying to resize storage that is not resizable",
         )
 
     def test_registration_errors(self):
         with self.assertRaisesRegex(TypeError, r"expected deserialize to be callable, but got "
-                                               r"int \(backend npy\)"):
+                                               r"int \(backend ref\)"):
             library.impl_serialization(FORMAT.serialize, 1)
         with self.assertRaisesRegex(RuntimeError, "already registered"):
             library.impl_serialization(FORMAT.serialize, FORMAT.deserialize)
 
     def test_load_without_backend_names_it(self):
-        x = torch.arange(3.0).to("npy")
+        x = torch.arange(3.0).to("ref")
         with tempfile.NamedTemporaryFile(suffix=".pt") as f:
             torch.save(x, f.name)
             # torch_acc imported, the backend not set up: every way of loading names it.
@@ -495,9 +497,9 @@ class TestCustomFormat(TestCase):
             self.assertEqual(len(lines), 3, proc.stdout)
             for line in lines:
                 self.assertIn(
-                    "cannot load a tensor saved by the npy backend in its own format: the npy "
+                    "cannot load a tensor saved by the ref backend in its own format: the ref "
                     "backend is not set up in this process. Loading it, even with "
-                    "map_location='cpu', needs the npy backend set up before torch.load",
+                    "map_location='cpu', needs the ref backend set up before torch.load",
                     line,
                 )
             # The backend's library not imported: torch's weights-only unpickler refuses the
@@ -518,8 +520,8 @@ class TestCustomFormat(TestCase):
         self.assertEqual(proc.returncode, 0, proc.stderr)
         imported, message = proc.stdout.split("\n", 1)
         if imported == "True":
-            self.assertIn("cannot load a tensor saved by the npy backend in its own format: the "
-                          "npy backend is not set up in this process", message)
+            self.assertIn("cannot load a tensor saved by the ref backend in its own format: the "
+                          "ref backend is not set up in this process", message)
         else:
             self.assertIn(
                 f"Unsupported global: GLOBAL {rebuild.__module__}.{rebuild.__qualname__}",

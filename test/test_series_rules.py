@@ -293,13 +293,13 @@ class TestImports(TestCase):
             'msg = "use torch_acc.library.declare_fork_safe or torch_acc.distributed.BACKEND"\n'
             'script = """\n'
             "import torch_acc\n"
-            "from torch_acc.backends.numpy import _shared\n"
+            "from torch_acc.backends.reference import setup\n"
             '"""\n'
         )
         out = series_rules.rewrite_imports(text, "t.py")
         self.assertIn("torch.utils._acc.library.declare_fork_safe", out)
         self.assertIn("torch.utils._acc.distributed.BACKEND", out)
-        self.assertIn("from torch.testing._internal.acc_numpy_backend import _shared", out)
+        self.assertIn("from torch.testing._internal.acc_passthrough_backend import setup", out)
         self.assertNotIn("import torch_acc\n", out)
 
     def test_a_name_without_a_home_is_an_error(self):
@@ -378,6 +378,23 @@ class TestPrefixCheck(TestCase):
         tree = self._tree({"torch/x.py": "def f(:\n"})
         (problem,) = check_series.python_problems(tree, ["torch/x.py"], {"torch/x.py"})
         self.assertTrue(problem.startswith("torch/x.py:1: "), problem)
+
+    def test_tests_come_last(self):
+        series = [
+            {"c10/core/x.h", "c10/test/core/x_test.cpp"},  # c10's googletest is not test/
+            {"torch/utils/a.py"},
+            {"test/test_a.py", "test/run_test.py"},
+            {"test/test_b.py"},
+        ]
+        first = None
+        for k, touched in enumerate(series, 1):
+            first = check_series.tests_last(k, f"{k}.patch", touched, first)
+        self.assertEqual(first, 3)
+        with self.assertRaisesRegex(
+            check_series.CheckFailed,
+            r"patch 5, 5.patch, changes torch/utils/a.py after patch 3 began the tests",
+        ):
+            check_series.tests_last(5, "5.patch", {"torch/utils/a.py", "test/test_c.py"}, 3)
 
 
 if __name__ == "__main__":

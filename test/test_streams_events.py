@@ -4,14 +4,14 @@
 import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
-from torch_acc.backends import numpy as npy_backend
+from torch_acc.backends import reference
 
-npy_backend.setup()
+reference.setup()
 
 
 class TestStreams(TestCase):
     def test_default_stream(self):
-        s = torch.Stream(device="npy")
+        s = torch.Stream(device="ref")
         self.assertEqual((s.device_type, s.device_index, s.stream_id),
                          (torch._C._autograd.DeviceType.PrivateUse1.value, 0, 0))
         self.assertEqual(s, torch.accelerator.current_stream())
@@ -19,11 +19,11 @@ class TestStreams(TestCase):
         s.synchronize()
 
     def test_work_on_a_stream_is_done(self):
-        s = torch.Stream(device="npy")
+        s = torch.Stream(device="ref")
         default = torch.accelerator.current_stream()
         torch.accelerator.set_stream(s)
         try:
-            y = torch.ones(3, device="npy") * 3
+            y = torch.ones(3, device="ref") * 3
         finally:
             torch.accelerator.set_stream(default)
         s.synchronize()
@@ -31,7 +31,7 @@ class TestStreams(TestCase):
         self.assertEqual(y.cpu(), torch.full((3,), 3.0))
 
     def test_wait_stream(self):
-        a = torch.Stream(device="npy")
+        a = torch.Stream(device="ref")
         b = torch.accelerator.current_stream()
         a.wait_stream(b)
         b.wait_stream(a)
@@ -40,8 +40,8 @@ class TestStreams(TestCase):
 
 class TestEvents(TestCase):
     def test_record_query_synchronize(self):
-        e = torch.Event(device="npy")
-        x = torch.arange(4.0, device="npy") + 1
+        e = torch.Event(device="ref")
+        x = torch.arange(4.0, device="ref") + 1
         e.record()
         self.assertTrue(e.query())
         e.synchronize()

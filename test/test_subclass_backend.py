@@ -13,11 +13,36 @@ from torch.testing._internal.common_utils import run_tests, TestCase
 
 from torch_acc import _C
 from torch_acc.backend_registration import setup_privateuseone_for_python_backend
-from torch_acc.backends.numpy._common import np_dtype as _np_dtype
-from torch_acc.backends.numpy._common import NUMPY_TO_TORCH as _NUMPY_TO_TORCH
 
 #: The device name this backend registers.
 DEVICE = "npy"
+
+#: The dtypes this backend supports: those NumPy has.
+_TORCH_TO_NUMPY = {
+    torch.bool: np.bool_,
+    torch.uint8: np.uint8,
+    torch.int8: np.int8,
+    torch.int16: np.int16,
+    torch.int32: np.int32,
+    torch.int64: np.int64,
+    torch.float16: np.float16,
+    torch.float32: np.float32,
+    torch.float64: np.float64,
+    torch.complex64: np.complex64,
+    torch.complex128: np.complex128,
+}
+_NUMPY_TO_TORCH = {np.dtype(v): k for k, v in _TORCH_TO_NUMPY.items()}
+
+
+def _np_dtype(dtype: torch.dtype):
+    """The NumPy dtype of a torch dtype: CPU's error for a dtype a kernel lacks, a
+    ``NotImplementedError``, naming the backend, where NumPy has none."""
+    try:
+        return _TORCH_TO_NUMPY[dtype]
+    except KeyError:
+        raise NotImplementedError(
+            f"the {DEVICE} backend does not support dtype {dtype}"
+        ) from None
 
 
 class NumpyTensor(torch.Tensor):

@@ -4,9 +4,9 @@
 import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
-from torch_acc.backends import numpy as npy_backend
+from torch_acc.backends import reference
 
-npy_backend.setup()
+reference.setup()
 
 VIEWS = {
     "view": lambda t: t.view(4, 6),
@@ -36,7 +36,7 @@ class TestViews(TestCase):
         for name, fn in VIEWS.items():
             with self.subTest(view=name):
                 cpu = fn(_base())
-                dev = fn(_base().to("npy"))
+                dev = fn(_base().to("ref"))
                 self.assertIs(type(dev), torch.Tensor)
                 self.assertEqual(dev.shape, cpu.shape)
                 self.assertEqual(dev.stride(), cpu.stride())
@@ -52,7 +52,7 @@ class TestViews(TestCase):
             "chunk": lambda t: t.chunk(2, dim=2),
         }.items():
             with self.subTest(view=name):
-                for cpu, dev in zip(fn(base), fn(base.to("npy")), strict=True):
+                for cpu, dev in zip(fn(base), fn(base.to("ref")), strict=True):
                     self.assertEqual(dev.stride(), cpu.stride())
                     self.assertEqual(dev.storage_offset(), cpu.storage_offset())
                     self.assertEqual(dev.cpu(), cpu)
@@ -62,13 +62,13 @@ class TestViews(TestCase):
             if name in ("expand", "unfold"):
                 continue  # overlapping elements: in-place writes are not defined on CPU either
             with self.subTest(view=name):
-                cpu_base, dev_base = _base(), _base().to("npy")
+                cpu_base, dev_base = _base(), _base().to("ref")
                 fn(cpu_base).mul_(10)
                 fn(dev_base).mul_(10)
                 self.assertEqual(dev_base.cpu(), cpu_base)
 
     def test_write_to_base_shows_in_view(self):
-        dev_base = _base().to("npy")
+        dev_base = _base().to("ref")
         view = dev_base.transpose(0, 2)[1]
         dev_base.add_(1)
         self.assertEqual(view.cpu(), (_base() + 1).transpose(0, 2)[1])
@@ -77,7 +77,7 @@ class TestViews(TestCase):
 
     def test_ops_on_views(self):
         cpu = _base()
-        dev = cpu.to("npy")
+        dev = cpu.to("ref")
         self.assertEqual((dev.transpose(1, 2) + 1).cpu(), cpu.transpose(1, 2) + 1)
         self.assertEqual((dev[0] @ dev[1].t()).cpu(), cpu[0] @ cpu[1].t())
         self.assertEqual(dev[:, 1].sum(1).cpu(), cpu[:, 1].sum(1))
@@ -116,7 +116,7 @@ class TestViews(TestCase):
         for name, fn in cases.items():
             with self.subTest(view=name):
                 cpu = fn(_base())
-                dev = fn(_base().to("npy"))
+                dev = fn(_base().to("ref"))
                 self.assertEqual(
                     (dev.shape, dev.stride(), dev.storage_offset()),
                     (cpu.shape, cpu.stride(), cpu.storage_offset()),
@@ -144,7 +144,7 @@ class TestViews(TestCase):
                 with self.assertRaises(Exception) as cpu_error:
                     fn(_base())
                 with self.assertRaises(type(cpu_error.exception)):
-                    fn(_base().to("npy"))
+                    fn(_base().to("ref"))
 
     def test_views_keep_conjugate_and_negative_bits(self):
         x = torch.tensor([[1 + 2j, 3 - 4j], [5 + 6j, -7j]])
@@ -159,7 +159,7 @@ class TestViews(TestCase):
         }
         for name, fn in cases.items():
             with self.subTest(name):
-                expected, out = fn(x), fn(x.to("npy"))
+                expected, out = fn(x), fn(x.to("ref"))
                 self.assertEqual(out.is_conj(), expected.is_conj())
                 self.assertEqual(out.is_neg(), expected.is_neg())
                 self.assertEqual(out.cpu(), expected)
@@ -170,7 +170,7 @@ class TestViews(TestCase):
         for shape in ((0, 2), (2,)):
             with self.subTest(shape):
                 x = torch.zeros(shape, dtype=torch.bool)
-                view, out = torch._neg_view(x), torch._neg_view(x.to("npy"))
+                view, out = torch._neg_view(x), torch._neg_view(x.to("ref"))
                 if x.numel():  # NotImplementedError from torch 2.7, RuntimeError before
                     with self.assertRaisesRegex(RuntimeError, "neg_cpu"):
                         view.resolve_neg()
@@ -187,7 +187,7 @@ class TestViews(TestCase):
             "chunk": lambda t: t.chunk(3, 1)[1],
         }.items():
             with self.subTest(name):
-                xd = x.to("npy").requires_grad_()
+                xd = x.to("ref").requires_grad_()
                 xc = x.clone().requires_grad_()
                 (fn(xd) * 2).sum().backward()
                 (fn(xc) * 2).sum().backward()
@@ -195,7 +195,7 @@ class TestViews(TestCase):
 
     def test_reshape_and_contiguous(self):
         cpu = _base().transpose(0, 2)
-        dev = _base().to("npy").transpose(0, 2)
+        dev = _base().to("ref").transpose(0, 2)
         self.assertEqual(dev.reshape(-1).cpu(), cpu.reshape(-1))
         c = dev.contiguous()
         self.assertTrue(c.is_contiguous())
@@ -209,15 +209,15 @@ class TestAliasesAndResize(TestCase):
     def test_out_on_an_alias_keeps_the_other_alias(self):
         for n in (6, 4_000_000):
             with self.subTest(n=n):
-                a = torch.arange(n, dtype=torch.float32, device="npy")
+                a = torch.arange(n, dtype=torch.float32, device="ref")
                 b = a.detach()
-                torch.neg(torch.ones(0, device="npy"), out=b)
+                torch.neg(torch.ones(0, device="ref"), out=b)
                 self.assertEqual(b.shape, (0,))
                 self.assertEqual(a.shape, (n,))
                 self.assertEqual(a.sum().item(), torch.arange(n, dtype=torch.float32).sum().item())
 
     def test_out_that_grows_an_alias(self):
-        for device in ("cpu", "npy"):
+        for device in ("cpu", "ref"):
             with self.subTest(device=device):
                 a = torch.arange(3.0, device=device)
                 b = a.detach()
@@ -228,7 +228,7 @@ class TestAliasesAndResize(TestCase):
                 self.assertEqual(a.cpu(), torch.full((3,), 2.0))
 
     def test_resize_keeps_data_and_aliases(self):
-        for device in ("cpu", "npy"):
+        for device in ("cpu", "ref"):
             with self.subTest(device=device):
                 x = torch.tensor([1.0, 2.0, 3.0], device=device)
                 alias = x.view(3)
@@ -247,9 +247,44 @@ class TestAliasesAndResize(TestCase):
                 self.assertEqual(x.sum().item(), 28.0)
 
     def test_resize_errors(self):
-        x = torch.ones(3, device="npy")
+        x = torch.ones(3, device="ref")
         with self.assertRaisesRegex(RuntimeError, "negative dimension -1"):
             x.resize_(-1)
+
+    def test_element_size_view_and_base_do_not_grow_apart(self):
+        """CPU grows the storage a complex tensor and its real view share; a payload that
+        grows is a new one, which would end the sharing: refused while both live (fuzz
+        seed 5189, a sum.out into a resized .real view)."""
+        shared = (
+            r"cannot resize a tensor on ref:0 from \[\] to \[2, 2\]: its payload shares "
+            r"memory with another tensor's \(an element-size view and its base: .*\), and a "
+            r"grown payload would no longer share it \(CPU grows the storage both read\). "
+            r"Expected a tensor that has room for 4 elements, but this one has room for 2"
+        )
+        z = torch.tensor(1 + 2j, dtype=torch.complex64, device="ref")
+        x = torch.arange(12.0).view(2, 3, 2).to("ref")
+        with self.assertRaisesRegex(RuntimeError, shared):
+            torch.sum(x, 1, out=z.real)
+        self.assertEqual(z.cpu(), torch.tensor(1 + 2j))
+        c = torch.zeros(2, dtype=torch.complex64, device="ref")
+        r = torch.view_as_real(c)
+        with self.assertRaisesRegex(RuntimeError, "cannot resize a tensor on ref:0 from"):
+            c.resize_(4)
+        # Where the elements fit, the view writes into its base, as on CPU.
+        torch.sum(x, (0, 1, 2), out=z.real)
+        self.assertEqual(z.cpu(), torch.tensor(66 + 2j))
+        # Sharing is transitive: a view of a view reads the first base's memory, also where
+        # nothing keeps the view in between alive (inference mode tracks no view bases).
+        with torch.inference_mode():
+            w = torch.zeros(2, dtype=torch.complex64, device="ref")
+            again = torch.view_as_complex(torch.view_as_real(w))
+            with self.assertRaisesRegex(RuntimeError, "cannot resize a tensor on ref:0 from"):
+                again.resize_(4)
+        # Once the view is gone, the base grows as CPU's does, keeping its elements.
+        r[0, 0] = 5.0
+        del r
+        c.resize_(4)
+        self.assertEqual(c[:2].cpu(), torch.tensor([5 + 0j, 0j]))
 
 
 class TestInplaceViews(TestCase):
@@ -268,7 +303,7 @@ class TestInplaceViews(TestCase):
         for name, fn in cases.items():
             with self.subTest(name):
                 cpu = torch.arange(12.0).reshape(3, 4)
-                dev = cpu.to("npy")
+                dev = cpu.to("ref")
                 expected, got = fn(cpu), fn(dev)
                 self.assertEqual(got.shape, expected.shape)
                 self.assertEqual(got.stride(), expected.stride())
@@ -279,7 +314,7 @@ class TestInplaceViews(TestCase):
                 self.assertEqual(dev.cpu(), cpu)
 
     def test_invalid_requests_raise(self):
-        for device in ("cpu", "npy"):
+        for device in ("cpu", "ref"):
             with self.subTest(device=device):
                 with self.assertRaisesRegex(Exception, "t_.* expects a tensor with <= 2 dim"):
                     torch.zeros(1, 5, 3, device=device).t_()
@@ -291,11 +326,11 @@ class TestInplaceViews(TestCase):
                     torch.zeros(4, device=device).as_strided_((3,), (2,))
 
     def test_view_as_another_dtype_is_an_error(self):
-        x = torch.ones(4, device="npy")
+        x = torch.ones(4, device="ref")
         self.assertEqual(x.view(torch.float32).cpu(), torch.ones(4))
         with self.assertRaisesRegex(
             RuntimeError,
-            r"aten::view.dtype: cannot view a tensor on npy:0 of dtype Float as Int: its data "
+            r"aten::view.dtype: cannot view a tensor on ref:0 of dtype Float as Int: its data "
             r"is a Python payload",
         ):
             x.view(torch.int32)

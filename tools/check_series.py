@@ -6,7 +6,9 @@ r"""Check the patch series end to end; fails loudly, naming what broke.
    includes a header it changes, compiles (``-fsyntax-only``) against the patched tree plus
    the generated headers of the ``torch==2.6.0`` wheel; every Python file of the series so
    far parses, and its imports of torch modules resolve in the tree (names imported from the
-   modules the series changed are defined there). The first patch that breaks is named.
+   modules the series changed are defined there). The first patch that breaks is named. The
+   test patches come last and change only ``test/``, so that step 4's run of the complete
+   series is every prefix's test run.
 3. c10: the googletest files the series adds are built against the patched c10 headers and
    the wheel's libc10, and run.
 4. Overlay run: in a torch 2.6.0 environment where the standalone package is not
@@ -24,12 +26,14 @@ import argparse
 import ast
 import filecmp
 import json
+import os
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tempfile
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -187,6 +191,22 @@ def python_problems(
     return problems
 
 
+def tests_last(k: int, name: str, touched: set[str], first_test_patch: int | None) -> int | None:
+    """The first patch that changes ``test/``, given patch ``k`` (``name``) touches ``touched``;
+    raises if a patch after that one changes anything else. The overlay runs the tests once, on
+    the complete series: that stands for every prefix's tests only while the test patches
+    come last and change nothing else."""
+    code = sorted(p for p in touched if not p.startswith("test/"))
+    if first_test_patch is not None and code:
+        raise CheckFailed(
+            f"patch {k}, {name}, changes {', '.join(code)} after patch {first_test_patch} "
+            "began the tests: expected the test patches last, changing only test/"
+        )
+    if first_test_patch is None and len(code) < len(touched):
+        return k
+    return first_test_patch
+
+
 def check_prefixes(tmp: Path) -> Path:
     """Apply the series one patch at a time; after each, compile the C++ it touched (and the
     series' files that include a header it touched) and check the series' Python so far.
@@ -199,10 +219,12 @@ def check_prefixes(tmp: Path) -> Path:
     changed: set[str] = set()
     base_rev = _git_lines(tree, "rev-parse", "HEAD")[0]
     base_py: dict[str, str] = {}
+    first_test_patch = None
     for k, name in enumerate((patches / "series").read_text().split(), 1):
         _git_am(tree, patches / name)
         touched = set(_git_lines(tree, "diff", "--name-only", "HEAD~1", "HEAD"))
         changed |= touched
+        first_test_patch = tests_last(k, name, touched, first_test_patch)
         cxx = sorted(p for p in touched if p.endswith((".cpp", ".h")) and (tree / p).exists())
         headers = [p for p in touched if p.endswith(".h")]
         for path in sorted(changed - touched):
@@ -218,7 +240,9 @@ def check_prefixes(tmp: Path) -> Path:
             if path not in base_py:
                 shown = subprocess.run(
                     ["git", "-C", str(tree), "show", f"{base_rev}:{path}"],
-                    capture_output=True, text=True, check=False,
+                    capture_output=True,
+                    text=True,
+                    check=False,
                 )
                 base_py[path] = shown.stdout if shown.returncode == 0 else ""
         failed += python_problems(tree, py, changed, base_py)
@@ -303,15 +327,20 @@ def clang_format_problems(tree: Path, paths: list[str]) -> list[str]:
 
 
 def compile_cxx(tree: Path, flags: list[str], paths: list[str]) -> list[str]:
-    """``g++ -fsyntax-only`` of each of ``paths``; the errors of those that fail."""
-    failed = []
-    for path in paths:
+    """``g++ -fsyntax-only`` of each of ``paths``, one per CPU at a time; the errors of those
+    that fail."""
+
+    def syntax_check(path: str) -> subprocess.CompletedProcess:
         cmd = ["g++", *flags, "-x", "c++", str(tree / path)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            failed.append(f"{path} does not compile:\n{proc.stderr[-4000:]}")
-        else:
-            _log(f"compiles: {path}")
+        return subprocess.run(cmd, capture_output=True, text=True, check=False)
+
+    failed = []
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        for path, proc in zip(paths, pool.map(syntax_check, paths), strict=True):
+            if proc.returncode != 0:
+                failed.append(f"{path} does not compile:\n{proc.stderr[-4000:]}")
+            else:
+                _log(f"compiles: {path}")
     return failed
 
 
@@ -480,30 +509,31 @@ def accelerator_stand_in() -> str:
     return _ACCELERATOR_HEAD + body + _ACCELERATOR_TAIL
 
 
-def _overlay_python() -> Path:
+def _overlay_python() -> tuple[Path, bool]:
+    """The overlay environment's Python, and whether the environment was made just now (so
+    that its torch is still the wheel's)."""
     py = OVERLAY_VENV / "bin" / "python"
     stamp = OVERLAY_VENV / ".ready"
     # unittest-xml-reporting: run_tests() writes XML reports when CI is set.
     requirements = [
         f"torch=={TORCH}",
         "numpy",
-        "ml_dtypes",
-        "scipy",
         "expecttest",
         "ninja",
         "setuptools",
         "unittest-xml-reporting",
     ]
-    if not stamp.exists() or stamp.read_text() != " ".join(requirements):
+    fresh = not py.exists()
+    if fresh:
+        _run([sys.executable, "-m", "venv", str(OVERLAY_VENV)], "creating the overlay venv")
+    if fresh or not stamp.exists() or stamp.read_text() != " ".join(requirements):
         _log(f"setting up the overlay environment {OVERLAY_VENV}")
-        if not py.exists():
-            _run([sys.executable, "-m", "venv", str(OVERLAY_VENV)], "creating the overlay venv")
         _run(
             [str(py), "-m", "pip", "install", "--quiet", *requirements],
             "installing the overlay environment",
         )
         stamp.write_text(" ".join(requirements))
-    return py
+    return py, fresh
 
 
 _FACTS_SCRIPT = """\
@@ -545,7 +575,7 @@ def check_facts(py: Path, cwd: Path) -> None:
 
 
 def check_overlay(tree: Path, tmp: Path) -> None:
-    py = _overlay_python()
+    py, fresh = _overlay_python()
     site = Path(
         _run(
             [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -554,20 +584,22 @@ def check_overlay(tree: Path, tmp: Path) -> None:
     )
     for old in site.glob("_acc_overlay*"):
         old.unlink()
-    # A fresh torch/ each time: reinstall the wheel's Python files, then lay the series' on top.
-    _run(
-        [
-            str(py),
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--force-reinstall",
-            "--no-deps",
-            f"torch=={TORCH}",
-        ],
-        "restoring the installed torch",
-    )
+    # A fresh torch/ each time: unless the environment is new, reinstall the wheel's Python
+    # files (an earlier run laid the series' over them), then lay the series' on top.
+    if not fresh:
+        _run(
+            [
+                str(py),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--force-reinstall",
+                "--no-deps",
+                f"torch=={TORCH}",
+            ],
+            "restoring the installed torch",
+        )
     base = ensure_base(CACHE)
     head = _run(["git", "-C", str(base), "rev-parse", "HEAD"], "rev-parse").stdout.strip()
     changed = _run(
@@ -620,13 +652,18 @@ def check_overlay(tree: Path, tmp: Path) -> None:
         cwd=tree / "test",
     )
     check_facts(py, tree / "test")
-    failed = []
-    for feature in series_rules.TESTS:
-        test = f"{series_rules.TEST_PREFIX}{feature}.py"
+    tests = [f"{series_rules.TEST_PREFIX}{feature}.py" for feature in series_rules.TESTS]
+
+    def run_test(test: str) -> subprocess.CompletedProcess:
         # As each patch's Test Plan says: the file runs itself (run_tests()).
-        proc = subprocess.run(
+        return subprocess.run(
             [str(py), test], capture_output=True, text=True, cwd=tree / "test", check=False
         )
+
+    failed = []
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        procs = list(pool.map(run_test, tests))
+    for test, proc in zip(tests, procs, strict=True):
         lines = proc.stderr.strip().splitlines()
         tail = " ".join(lines[-3:]) if lines else ""
         _log(f"overlay {test}: {tail}")

@@ -393,14 +393,14 @@ def check_python_files_carried() -> None:
             *LIBRARY_FILES,
             *DISTRIBUTED_FILES,
             *SETUP_FILES,
-            *(f for group in NUMPY_GROUPS for f in group),
+            *TEST_BACKEND_FILES,
         ]
     )
     expected = sorted(f for f in series_rules.FILES if f.endswith(".py"))
     if carried != expected:
         raise RuntimeError(
             f"the series carries {carried}, but series_rules.FILES has {expected} "
-            "(tools/gen_series.py: LIBRARY_FILES, SETUP_FILES, NUMPY_GROUPS)"
+            "(tools/gen_series.py: LIBRARY_FILES, SETUP_FILES, TEST_BACKEND_FILES)"
         )
 
 
@@ -608,7 +608,11 @@ ACC_PARTS = [
         "EmptyTensor.h",
         "PayloadTensor.cpp",
         "PayloadTensor.h",
+        "Allocator.cpp",
+        "Allocator.h",
     ),
+    ("Payload.cpp", "Payload.h"),
+    ("Registration.cpp", "Registration.h", "Views.cpp", "Views.h"),
     ("Bridge.cpp", "Bridge.h"),
     ("Autocast.cpp", "Autocast.h"),
 ]
@@ -623,49 +627,19 @@ DISTRIBUTED_FILES = ("torch_acc/distributed.py",)
 SETUP_FILES = (
     "torch_acc/_autocast.py",
     "torch_acc/_fallback.py",
+    "torch_acc/_imports.py",
     "torch_acc/compile.py",
     "torch_acc/device_module.py",
     "torch_acc/registry.py",
     "torch_acc/accelerator.py",
 )
-NUMPY_GROUPS = tuple(
-    tuple(f"torch_acc/backends/numpy/{name}" for name in group)
-    for group in [
-        ("_common.py", "_shared.py"),
-        ("_pointwise.py",),
-        ("_reduce.py", "_shape.py"),
-        ("_index.py", "_random.py", "_foreach.py"),
-        ("_nn.py",),
-        ("_linalg.py",),
-        ("_attention.py", "_fft.py", "_rnn.py", "_training.py", "__init__.py"),
-    ]
-)
-#: The subject's title and the summary's description of each part of ``NUMPY_GROUPS``.
-NUMPY_PARTS = (
-    (
-        "helpers, shared memory",
-        "its common helpers (dtype and device handling, payload conversion) and the\n"
-        "shared-memory arrays its IPC functions hand to other processes",
-    ),
-    ("pointwise ops", "pointwise operators"),
-    ("reductions, shapes", "reductions and shape operators"),
-    (
-        "indexing, rng, foreach",
-        "indexing, random numbers (a Python generator object per\ndevice) and foreach operators",
-    ),
-    ("nn ops", "neural-network operators"),
-    ("linalg", "linear algebra"),
-    (
-        "attention, fft, setup",
-        "attention, FFT, RNN cells, optimizer steps, and the package itself\n"
-        "(setup(), the kernel table)",
-    ),
-)
+#: The series' test backend (rule 3).
+TEST_BACKEND_FILES = ("torch_acc/backends/reference.py",)
 #: The tests of each test patch (rule 4).
 TEST_GROUPS = [
     ("device", "guard", "hooks", "streams_events", "accelerator", "current_accelerator", "pinned"),
     ("payload", "bridge", "views", "inplace_out", "decompositions", "mixed_device_errors", "fake"),
-    ("rng", "autocast", "serialization", "compile"),
+    ("rng", "autocast", "serialization", "compile", "profiler"),
     ("subclass_backend", "registration_errors", "overlap", "exit", "fork"),
 ]
 
@@ -753,8 +727,9 @@ A Python backend keeps its device data in Python objects (a NumPy array, a handl
 tensors are PrivateUse1 tensors without storage whose device data is such an object, shared
 with their views and detached copies and released with the GIL (safely at interpreter
 shutdown). data_ptr() and untyped_storage() raise an error that names the device and suggests
-.cpu(); an allocator registered for PrivateUse1 refuses storage bytes with the same error
-instead of a null dereference. storage_token/set_storage_token/payload_nbytes let meta
+.cpu(); an allocator registered for PrivateUse1 (Allocator.cpp, also the device allocator
+torch.accelerator's memory functions ask) refuses storage bytes with the same error instead
+of a null dereference. storage_token/set_storage_token/payload_nbytes let meta
 conversion describe their data (a later patch). EmptyTensor builds empty payload tensors
 (empty/empty_strided), checking the device index against the guard. Hooks and payload
 tensors are one patch: the hooks' memory figures count the payloads, and emptying the cache
@@ -765,17 +740,60 @@ asks the hooks.
         "tests added later in the series (patches/README.md lists which).",
     ),
     Patch(
+        "[acc] Read, wrap and bind the Python payloads of payload tensors",
+        """
+A payload tensor's device data is a Python object. Payload.{h,cpp} read what such an object
+says of itself (PayloadFields: a torch.Tensor's or a NumPy array's sizes, dtype and strides
+through their C APIs, else its shape/dtype/strides attributes), and turn one into a tensor
+(wrap: the caller's metadata checked against the payload's own, so that a tensor never reads
+memory its payload does not have) or bind one to an existing tensor with CPU's semantics for
+every tensor sharing its payload (rebind, set_payload: the payload replaces the old one where
+no alias reads it; else the tensor is resized as resize_ does and the values are written
+through the backend's copy_into). materialize() hands a view's payload to a kernel through
+the backend's as_strided function.
+""",
+        acc_files(*ACC_PARTS[3]),
+        "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
+        "tests added later in the series (patches/README.md lists which).",
+    ),
+    Patch(
+        "[acc] Add the view kernels of payload tensors",
+        """
+Views of a payload tensor share its payload; only their metadata is new. Views.cpp
+registers C++ kernels for PrivateUse1's view operators that compute that metadata (directly
+for the common ones: view, as_strided, transpose, slice, select, expand...; else by the
+operator's meta kernel on a meta tensor of the same layout), the in-place view operators
+(t_, transpose_, squeeze_, unsqueeze_, as_strided_: metadata only, as on CPU), view(dtype)
+(the same dtype only: a payload has no bytes to reinterpret) and resize_ (the payload grows,
+keeping its elements). None of them calls Python or takes the GIL, but resize_ where the
+payload must grow. It also registers what a
+release lacks for autograd on PrivateUse1 (the autograd fallback torch's own devices have).
+
+Registration.{h,cpp}: the IMPL libraries these kernels (and the kernel bridge's and
+autocast's, next patches) are registered in, alive until exit, the lookup of an aten
+overload by "name.overload", and PrivateUse1's entry of the DispatchStub through which
+scaled_dot_product_attention chooses its kernel (_fused_sdp_choice_stub): the backend's kernel
+of aten::_fused_sdp_choice where it registered one, else the math path, as without an entry.
+A backend that runs CPU's kernels (the passthrough backend of the standalone package) thus
+takes CPU's flash-attention path, with CPU's gradient layout.
+""",
+        acc_files(*ACC_PARTS[4]),
+        "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
+        "tests added later in the series (patches/README.md lists which).",
+    ),
+    Patch(
         "[acc] Add the kernel bridge between the dispatcher and Python kernels",
         """
 register_kernel(name, fn) registers a boxed kernel for PrivateUse1 that unwraps payloads,
 calls fn with payloads and plain Python values (no Python tensor objects on the way) and
-wraps or rebinds the results (in-place and out= included, with the dispatcher's semantics);
-set_as_strided(fn) installs metadata-only view kernels that share the base's payload;
-set_fallback(fn) routes operators without a kernel to Python (torch._decomp, then an error
-naming the operator). One file: the argument conversion, the result handling and the views
-belong together.
+wraps or rebinds the results (in-place and out= included, with the dispatcher's semantics,
+and CPU's argument checks: out= resizing and dtypes, overlapping writes, decided by CPU's
+kernel on stand-ins where a meta function is not CPU's rule); set_as_strided(fn) installs the
+backend function that materializes a view's payload; set_fallback(fn) routes operators
+without a kernel to Python (torch._decomp, then an error naming the operator). One file: the
+argument conversion and the result handling belong together.
 """,
-        acc_files(*ACC_PARTS[3]),
+        acc_files(*ACC_PARTS[5]),
         "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
         "tests added later in the series (patches/README.md lists which).",
     ),
@@ -785,7 +803,7 @@ belong together.
 register_autocast_kernels() gives PrivateUse1 autocast the operator lists and cast policies of
 CPU autocast, so torch.autocast(device_type=<Python backend>) casts as on the CPU.
 """,
-        acc_files(*ACC_PARTS[4]),
+        acc_files(*ACC_PARTS[6]),
         "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
         "tests added later in the series (patches/README.md lists which).",
     ),
@@ -879,7 +897,9 @@ invalid names raise ValueError.
 
 Its private helpers, in torch/utils/_acc/: the decomposition fallback (fallback), autocast
 registration (autocast), the default device module (device_module), the per-device
-torch.compile backend and inductor's refusal (compile), the registry of named backends
+torch.compile backend and inductor's refusal (compile; registered when Dynamo and inductor
+are imported, through imports.when_imported, so that setup imports neither), the registry of
+named backends
 (registry: any number registered, one bound to PrivateUse1) and the current accelerator's
 choice (accelerator: handed to torch._C._accelerator_setCurrentAccelerator, which the
 [ATen] patch adds).
@@ -1039,35 +1059,42 @@ a quarter less time.
         source_change("torch.autograd.graph"),
         f"    python test/{series_rules.TEST_PREFIX}guard.py",
     ),
-    *(
-        Patch(
-            f"[testing] Add a NumPy reference backend ({n}/{len(NUMPY_GROUPS)}): {title}",
-            f"""
-torch/testing/_internal/acc_numpy_backend: a reference backend for the tests of Python-defined
-PrivateUse1 backends, NumPy arrays as device data, kernels registered with
-torch.utils._acc.library. Part {n} of {len(NUMPY_GROUPS)}: {part}.
-"""
-            + (
-                "The package imports nothing of it until its last part adds __init__.py.\n"
-                if n < len(NUMPY_GROUPS)
-                else ""
-            ),
-            python_files(*group),
-            '    python -c "from torch.testing._internal import acc_numpy_backend as b; b.setup()"'
-            if n == len(NUMPY_GROUPS)
-            else "Compile-checked (tools/check_series.py, this prefix of the series); exercised "
-            "by the\ntests added later in the series (patches/README.md lists which).",
-        )
-        for n, group, (title, part) in zip(
-            range(1, len(NUMPY_GROUPS) + 1), NUMPY_GROUPS, NUMPY_PARTS, strict=True
-        )
+    Patch(
+        "[profiler] Read the device time of a renamed PrivateUse1 backend",
+        """
+torch.profiler records the device time of a PrivateUse1 backend without a kineto plugin
+through the backend's profiler stubs (the KINETO_PRIVATEUSE1_FALLBACK state), which
+torch.autograd.profiler.profile takes only for a renamed backend (use_device not
+"privateuseone"). _parse_kineto_results then read that time only where use_device was
+"privateuseone": the device time was recorded and dropped. It now reads it where use_device
+is the backend's name, as later releases do. The stubs of a Python backend (torch/csrc/acc,
+earlier in this series) make an operator's device time the time its kernels ran.
+""",
+        source_change("torch.autograd.profiler"),
+        f"    python test/{series_rules.TEST_PREFIX}profiler.py",
+    ),
+    Patch(
+        "[testing] Add a passthrough backend for the tests of Python backends",
+        """
+torch/testing/_internal/acc_passthrough_backend: the device "ref", a Python backend whose
+payloads are CPU tensors and whose kernels are CPU's: one generic kernel, registered for every
+ATen operator with a CPU kernel, runs that kernel on the payloads. Whatever ref does
+differently from CPU is then the framework's doing (views, in-place and out= handling,
+autograd, argument checks), which is what the tests that follow check, in one file of a few
+hundred lines rather than a backend of its own. Its generator holds a CPU torch.Generator, so
+random operators draw CPU's numbers after the same seed. It declares itself fork-safe: a
+forked child uses CPU tensors as the parent does.
+""",
+        python_files(*TEST_BACKEND_FILES),
+        '    python -c "from torch.testing._internal import acc_passthrough_backend as b; '
+        'b.setup()"',
     ),
     Patch(
         "[test] Test Python backends: device, guard, hooks, accelerator",
         """
-Tests of Python-defined PrivateUse1 backends, on the NumPy reference backend: device naming,
+Tests of Python-defined PrivateUse1 backends, on the passthrough test backend: device naming,
 the device module and printing, the device guard (indices, streams, events,
-backward on npy:0 and npy:1 and from a thread), hooks, streams and events, torch.accelerator's
+backward on ref:0 and ref:1 and from a thread), hooks, streams and events, torch.accelerator's
 functions, the current accelerator (and autocast's default) and pinned memory. Each file
 sets up a backend for its whole process, so each runs in its own process.
 Dynamo cannot trace torch.Event on this release: the event tests get dynamo_skips entries.
@@ -1078,7 +1105,7 @@ Dynamo cannot trace torch.Event on this release: the event tests get dynamo_skip
     Patch(
         "[test] Test Python backends: payload tensors and the kernel bridge",
         """
-Tests of Python-defined PrivateUse1 backends, on the NumPy reference backend: payload tensors
+Tests of Python-defined PrivateUse1 backends, on the passthrough test backend: payload tensors
 (round trips, storage errors, lifetime, shutdown), the kernel bridge, views
 against CPU, in-place and out= semantics, the decomposition fallback and its errors,
 mixed-device errors and fake conversion. Each file
@@ -1088,12 +1115,12 @@ sets up a backend for its whole process, so each runs in its own process.
         _test_plan(TEST_GROUPS[1]),
     ),
     Patch(
-        "[test] Test Python backends: rng, autocast, serialization, compile",
+        "[test] Test Python backends: rng, autocast, serialization, compile, profiler",
         """
-Tests of Python-defined PrivateUse1 backends, on the NumPy reference backend: random numbers
-and generators, autocast, serialization and torch.compile (eager, aot_eager,
-and inductor's one error). Each file
-sets up a backend for its whole process, so each runs in its own process.
+Tests of Python-defined PrivateUse1 backends, on the passthrough test backend: random numbers
+and generators, autocast, serialization, torch.compile (eager, aot_eager, and inductor's one
+error) and torch.profiler's device time per operator. Each file sets up a backend for its
+whole process, so each runs in its own process.
 """,
         tests(*TEST_GROUPS[2]),
         _test_plan(TEST_GROUPS[2]),
@@ -1102,7 +1129,7 @@ sets up a backend for its whole process, so each runs in its own process.
         "[test] Test Python backends: subclass backends, registration errors, overlap, exit, fork",
         """
 Tests of Python-defined PrivateUse1 backends: the seed-style subclass backend end to end,
-registration errors, and on the NumPy reference backend: host work
+registration errors, and on the passthrough test backend: host work
 overlapping the device's, interpreter exit with device work and threads alive, and fork
 (a forked child that touches the backend is an error naming it, never a hang). Each file
 sets up a backend for its whole process, so each runs in its own process.

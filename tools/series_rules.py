@@ -24,6 +24,7 @@ MODULES = {
     "torch_acc.accelerator": "torch.utils._acc.accelerator",
     "torch_acc.backend_registration": "torch.utils.backend_registration",
     "torch_acc.compile": "torch.utils._acc.compile",
+    "torch_acc._imports": "torch.utils._acc.imports",
     "torch_acc.device_module": "torch.utils._acc.device_module",
     "torch_acc._fallback": "torch.utils._acc.fallback",
     "torch_acc._ipc": "torch.utils._acc.ipc",
@@ -32,7 +33,7 @@ MODULES = {
     "torch_acc.payload": "torch.utils._acc.payload",
     "torch_acc.record": "torch.utils._acc.record",
     "torch_acc.registry": "torch.utils._acc.registry",
-    "torch_acc.backends.numpy": "torch.testing._internal.acc_numpy_backend",
+    "torch_acc.backends.reference": "torch.testing._internal.acc_passthrough_backend",
     # Public names: in-tree, the registry's functions are torch.accelerator's and torch.utils'.
     "torch_acc.DeviceGuard": "torch._C._acc.DeviceGuard",
     "torch_acc.PrivateUse1Hooks": "torch._C._acc.PrivateUse1Hooks",
@@ -54,6 +55,7 @@ FILES = {
     "torch_acc/_ipc.py": "torch/utils/_acc/ipc.py",
     "torch_acc/accelerator.py": "torch/utils/_acc/accelerator.py",
     "torch_acc/compile.py": "torch/utils/_acc/compile.py",
+    "torch_acc/_imports.py": "torch/utils/_acc/imports.py",
     "torch_acc/device_module.py": "torch/utils/_acc/device_module.py",
     "torch_acc/distributed.py": "torch/utils/_acc/distributed.py",
     "torch_acc/library.py": "torch/utils/_acc/library.py",
@@ -61,6 +63,9 @@ FILES = {
     "torch_acc/record.py": "torch/utils/_acc/record.py",
     "torch_acc/registry.py": "torch/utils/_acc/registry.py",
     "torch_acc/_C.pyi": "torch/_C/_acc/__init__.pyi",
+    # The series' tests run on the passthrough backend (CPU's kernels on CPU payloads), a
+    # test backend of one file; the NumPy backend stays in the standalone package.
+    "torch_acc/backends/reference.py": "torch/testing/_internal/acc_passthrough_backend.py",
 }
 PACKAGE_INIT = (
     "torch/utils/_acc/__init__.py",
@@ -70,20 +75,6 @@ PACKAGE_INIT = (
     "per-device compile backend, the registry of named backends and the current-accelerator\n"
     'choice."""\n',
 )
-#: Rule 3 for packages: every module of a carried package goes to the in-tree package (the
-#: reference NumPy backend is PyTorch's test backend there; its modules import each other
-#: relatively, so only the package needs a home in MODULES).
-PACKAGES = {
-    "torch_acc/backends/numpy": "torch/testing/_internal/acc_numpy_backend",
-}
-FILES.update(
-    {
-        f"{src}/{path.name}": f"{dst}/{path.name}"
-        for src, dst in PACKAGES.items()
-        for path in sorted((_ROOT / src).glob("*.py"))
-    }
-)
-
 #: Rule 4 (tests): ``test/test_<feature>.py`` becomes
 #: ``test/test_privateuseone_python_backend_<feature>.py``, for these features.
 TESTS = [
@@ -107,6 +98,7 @@ TESTS = [
     "serialization",
     "streams_events",
     "compile",
+    "profiler",
     "overlap",
     "exit",
     "fork",
@@ -127,17 +119,25 @@ STANDALONE_FILES = {
     "torch_acc/__init__.py": "the package's public names: in-tree they are torch.accelerator's, "
     "torch.utils' and backend_registration's (rule 2)",
     "torch_acc/_compat.py": "version switches, resolved for the base (rule 9)",
+    "torch_acc/versions.py": "the public face of _compat's facts, resolved for the base as they "
+    "are (rule 9)",
     "torch_acc/_patches.py": "run-time patches, source edits in-tree (rule 6)",
     "torch_acc/backends/__init__.py": "the package's callable list of its optional backends",
     "torch_acc/backends/jax/*": "an optional backend on JAX, which PyTorch does not depend on",
-    "torch_acc/backends/reference.py": "a second example backend for the standalone registry",
+    "torch_acc/backends/numpy/*": "the NumPy backend, the package's backend for users (6,000 "
+    "lines); the series' tests run on the passthrough backend",
     "torch_acc/demo.py": "the package's demo script",
-    "torch_acc/testing/*": "backend-author tools shipped with the package (fuzzer, opcheck)",
+    "torch_acc/testing/*": "the backend-author kit shipped with the package (device suite, "
+    "OpInfo harness, fuzzer, opcheck)",
     "test/test_jax_*.py": "tests of the JAX backend",
     "test/test_autoload.py": "installs entry-point packages, a standalone concern",
     "test/test_demo.py": "tests the demo script",
     "test/test_fuzz.py": "tests the fuzzer of torch_acc.testing",
+    "test/test_device_suite.py": "tests the device suite of torch_acc.testing",
+    "test/test_suite_*.py": "the device suite of torch_acc.testing on each packaged backend",
     "test/test_opcheck.py": "tests opcheck of torch_acc.testing",
+    "test/test_passthrough.py": "tests the passthrough backend with the package's fuzzer and "
+    "demo (torch_acc.testing, torch_acc.demo)",
     "test/test_registry.py": "the registry on stock wheels (one backend bound per process); "
     "in-tree test_current_accelerator covers the registry",
     "test/test_numpy_*.py": "breadth tests of the NumPy backend itself (OpInfo pass lists, "
@@ -177,12 +177,6 @@ def _split(dotted: str) -> tuple[str, str]:
     return parent, name
 
 
-def _package_of(module: str) -> str | None:
-    """The carried package (rule 3 for packages) that ``module`` is a submodule of, or None."""
-    packages = {src.replace("/", ".") for src in PACKAGES}
-    return next((p for p in packages if module.startswith(p + ".")), None)
-
-
 #: A dotted name in the package, as messages and docstrings mention it
 #: (``torch_acc.library.declare_fork_safe``).
 _MENTION = re.compile(r"\btorch_acc(?:\.\w+)+")
@@ -193,14 +187,12 @@ _BARE_IMPORT = re.compile(r"^[ \t]*import torch_acc\n", re.MULTILINE)
 
 def _in_tree_mention(dotted: str) -> str:
     """Rule 2 for a dotted name that text mentions: its longest prefix with an in-tree home
-    (``MODULES``, or a carried package) takes that home; a name without one is kept, for the
-    check below to report."""
+    (``MODULES``) takes that home; a name without one is kept, for the check below to
+    report."""
     parts = dotted.split(".")
     for n in range(len(parts), 1, -1):
         prefix, rest = ".".join(parts[:n]), parts[n:]
         home = MODULES.get(prefix)
-        if home is None and (package := _package_of(prefix)) is not None:
-            home = MODULES[package] + prefix[len(package) :]
         if home is not None:
             return ".".join([home, *rest])
     return dotted
@@ -227,8 +219,6 @@ def rewrite_imports(text: str, path: str) -> str:
             module, name = _split(MODULES[full])
         elif module in MODULES:
             module = MODULES[module]
-        elif (package := _package_of(module)) is not None:
-            module = MODULES[package] + module[len(package) :]
         else:
             raise ValueError(f"{path}: no in-tree home for {full} (tools/series_rules.py)")
         return f"from {module} import {name}" + ("" if name == alias else f" as {alias}")
@@ -272,9 +262,11 @@ PY_FACTS = {
     "BOOL_SUBTRACTION_ERROR": "RuntimeError",
     "FLOAT_TO_INT_TRUNCATES_TO_MAX": "False",
     "EMPTY_RESULTS_SKIP_DTYPE_CHECKS": "True",
+    "CPU_COMPLEX_DIVISION_BY_POSITION": "True",
     "REMOVED_ATEN_OPS": '{"cholesky": (2, 14)}',
     "STREAM_QUERIES_NOEXCEPT": "True",
     "DDP_PYTHON_REDUCER_MODE": '"python_reducer_without_compiled_forward"',
+    "PROFILER_NEEDS_KINETO_PLUGIN": "False",
 }
 #: The base's value of a call of each function of ``_compat.py``, whatever its arguments.
 PY_FACT_CALLS = {
@@ -448,9 +440,11 @@ class _Ref:
 _UNKNOWN = object()
 
 #: Standalone modules that the series does not carry (``from torch_acc import <name>``):
-#: ``_compat`` (rule 9: its facts resolved for the base) and ``_patches`` (rule 6: its changes
-#: are source edits in-tree). In-tree code that still uses one is an error.
-STANDALONE_ONLY = ("_compat", "_patches")
+#: ``_compat`` and its public face ``versions`` (rule 9: their facts resolved for the base) and
+#: ``_patches`` (rule 6: its changes are source edits in-tree). In-tree code that still uses
+#: one is an error.
+FACT_MODULES = ("_compat", "versions")
+STANDALONE_ONLY = (*FACT_MODULES, "_patches")
 
 #: Builtins that generate or run code at run time; in-tree code must not call them.
 FORBIDDEN_CALLS = ("exec", "eval", "compile")
@@ -480,7 +474,7 @@ def _parse_value(text: str):
 
 
 def _is_compat(node: ast.AST) -> bool:
-    return isinstance(node, ast.Name) and node.id == "_compat"
+    return isinstance(node, ast.Name) and node.id in FACT_MODULES
 
 
 def _value(node: ast.expr, names: dict, path: str):

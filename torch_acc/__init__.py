@@ -20,12 +20,12 @@ from torch_acc import (
     backends,  # callable: lists the registered backends
     library,
 )
-from torch_acc._C import DeviceGuard, PrivateUse1Hooks
 from torch_acc.accelerator import current_accelerator, set_current_accelerator
 from torch_acc.backend_registration import (
     register_compile_backend,
     setup_privateuseone_for_python_backend,
 )
+from torch_acc.device_module import DeviceGuard, PrivateUse1Hooks
 from torch_acc.payload import payload, wrap
 from torch_acc.registry import device, register_backend, use
 

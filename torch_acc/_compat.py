@@ -53,6 +53,12 @@ FLOAT_TO_INT_TRUNCATES_TO_MAX = TORCH_VERSION >= (2, 14)
 #: without elements with an empty tensor, and ``mv`` of empty operands with zeros in the
 #: vector's dtype; 2.13 and 2.14 refuse them. The releases between are not checked.
 EMPTY_RESULTS_SKIP_DTYPE_CHECKS = TORCH_VERSION < (2, 13)
+#: Whether CPU's complex division by a zero or infinite divisor gives other non-finite parts
+#: in a loop's vectorised body than c10::complex's formula (which the loop's tail, CUDA and the
+#: npy backend use): 2.6's AVX2 kernel scales by an approximate reciprocal of the divisor's
+#: larger part (``0j / infj`` is ``nanj`` there, ``-0j`` by the formula); 2.13 and 2.14 give
+#: the formula's answer everywhere. The releases between are not checked.
+CPU_COMPLEX_DIVISION_BY_POSITION = TORCH_VERSION < (2, 13)
 #: aten operators that a supported release removed, with the first release without them. A
 #: backend's kernel table may name them: its kernels for them are registered where they exist.
 REMOVED_ATEN_OPS = {"cholesky": (2, 14)}
@@ -90,3 +96,11 @@ STREAM_QUERIES_NOEXCEPT = TORCH_VERSION < (2, 7)
 DDP_PYTHON_REDUCER_MODE = (
     "python_reducer" if TORCH_VERSION >= (2, 13) else "python_reducer_without_compiled_forward"
 )
+
+#: Whether ``torch.profiler.profile`` traces PrivateUse1 only through a kineto plugin (an
+#: ``IActivityProfiler``, its ``KINETO_PRIVATEUSE1`` state; 2.13 and 2.14): then the device
+#: time of a backend without one, such as a Python backend, is recorded by
+#: ``torch.autograd.profiler.profile(use_device=<backend>, use_kineto=False)``. On 2.6,
+#: ``torch.profiler.profile`` records it itself (``KINETO_PRIVATEUSE1_FALLBACK``). The
+#: releases between are not checked.
+PROFILER_NEEDS_KINETO_PLUGIN = hasattr(torch._C._profiler.ProfilerState, "KINETO_PRIVATEUSE1")

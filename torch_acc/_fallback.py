@@ -10,6 +10,7 @@ register a kernel.
 
 import functools
 import threading
+import warnings
 
 import torch
 
@@ -41,28 +42,6 @@ def _decompositions() -> dict:
 def _overload(name: str, overload: str):
     packet = getattr(torch.ops.aten, name.split("::", 1)[-1])
     return getattr(packet, overload or "default")
-
-
-def _functional_of(op):
-    """The functional overload matching an in-place or ``out=`` one, or None."""
-    schema = op._schema
-    name = schema.name.split("::", 1)[-1]
-    inplace = name.endswith("_") and not name.endswith("__")
-    outs = [a for a in schema.arguments if a.is_out]
-    if not inplace and not outs:
-        return None
-    base = getattr(torch.ops.aten, name[:-1] if inplace else name, None)
-    if base is None:
-        return None
-    wanted = [(a.name, str(a.type)) for a in schema.arguments if not a.is_out]
-    for overload in base.overloads():
-        candidate = getattr(base, overload)
-        cs = candidate._schema
-        if cs.is_mutable or any(a.is_out for a in cs.arguments):
-            continue
-        if [(a.name, str(a.type)) for a in cs.arguments] == wanted:
-            return candidate
-    return None
 
 
 def _has_kernel(op) -> bool:
@@ -112,7 +91,32 @@ def _special(op, args, kwargs):
         return aten._copy_from(src, self, kwargs.get("non_blocking", False))
     if op is aten._local_scalar_dense.default:
         return args[0].cpu().item()
+    if op in (aten.masked_fill_.Scalar, aten.masked_fill_.Tensor) and _expanded_dims(args[0]):
+        return _masked_fill_expanded(*args)
     return None
+
+
+def _expanded_dims(t: torch.Tensor) -> list[int]:
+    """The dimensions along which ``t`` repeats one element (stride 0, size above 1)."""
+    return [d for d in range(t.dim()) if t.stride(d) == 0 and t.size(d) > 1]
+
+
+def _masked_fill_expanded(self, mask, value):
+    """``masked_fill_`` into an expanded tensor, as CPU does it (deprecated there, with this
+    warning): an element that several positions share takes ``value`` where any of them is
+    masked. The copy of a functional result would refuse the shared elements."""
+    warnings.warn(
+        "Use of masked_fill_ on expanded tensors is deprecated. Please clone() the tensor "
+        "before performing this operation. This also applies to advanced indexing e.g. "
+        "tensor[mask] = scalar",
+        UserWarning,
+        stacklevel=2,
+    )
+    target, mask = self, mask.expand(self.shape)
+    for d in _expanded_dims(self):
+        target, mask = target.narrow(d, 0, 1), mask.any(d, keepdim=True)
+    target.copy_(target.masked_fill(mask, value))
+    return self
 
 
 def fallback(name: str, overload: str, args: tuple, kwargs: dict):
@@ -135,7 +139,7 @@ def _fall_back(op, backend: str, args: tuple, kwargs: dict):
     special = _special(op, args, kwargs)
     if special is not None:
         return special
-    functional = _functional_of(op)
+    functional = library.functional_overload(op)
     out_names = {a.name for a in op._schema.arguments if a.is_out}
     functional_kwargs = {k: v for k, v in kwargs.items() if k not in out_names}
     if functional is not None and out_names:
@@ -177,5 +181,6 @@ def _reduce_in_out_dtype(functional, args, kwargs, functional_kwargs) -> None:
 def _user_name(op) -> str:
     """The overload to name to a backend author: the functional one of an out= overload,
     which is what gets called (a kernel for it is used before any out= variant)."""
-    functional = _functional_of(op) if any(a.is_out for a in op._schema.arguments) else None
+    outs = any(a.is_out for a in op._schema.arguments)
+    functional = library.functional_overload(op) if outs else None
     return str(functional or op)

@@ -43,6 +43,19 @@ __all__ = [
 #: the function as a value (``default_collate_fn_map``): rebound the same way.
 SOURCE_CHANGES = (
     {
+        # torch.profiler records a PrivateUse1 backend's device time in its fallback state,
+        # which it takes for a renamed backend only; 2.6 then read that time only where
+        # use_device was "privateuseone", never. 2.13 reads it for the backend's name.
+        "module": "torch.autograd.profiler",
+        "function": "profile._parse_kineto_results",
+        "lines": (
+            (
+                'if self.use_device == "privateuseone":',
+                "if self.use_device == _get_privateuse1_backend_name():",
+            ),
+        ),
+    },
+    {
         "module": "torch._subclasses.meta_utils",
         "function": "MetaTensorDescriber.describe_tensor",
         "lines": (
@@ -524,6 +537,9 @@ def accelerator_choice(chosen) -> None:
 
 @functools.cache
 def apply() -> None:
-    """Apply every source change of ``SOURCE_CHANGES`` (once per process)."""
+    """Apply every source change of ``SOURCE_CHANGES`` (once per process), each when its
+    module is imported (at once where it is: inductor's waits, as it takes seconds)."""
+    from torch_acc._imports import when_imported
+
     for change in SOURCE_CHANGES:
-        _apply_source_change(change)
+        when_imported(change["module"], functools.partial(_apply_source_change, change))

@@ -10,6 +10,7 @@ import threading
 import torch
 
 from torch_acc import record
+from torch_acc._imports import when_imported
 
 __all__ = [
     "COMPILE_BACKEND",
@@ -37,13 +38,17 @@ def refuse_inductor(name: str) -> None:
     compiler of its own registers it with :func:`register_compile_backend`, and
     ``torch.compile(backend="per_device")`` uses it.
     """
-    # Imported when a backend is set up: inductor takes seconds to import.
-    from torch._inductor.codegen.common import register_backend_for_device
 
     def refuse(*args, **kwargs):
         raise RuntimeError(inductor_refusal(name))
 
-    register_backend_for_device(name, refuse, refuse)
+    def register():
+        from torch._inductor.codegen.common import register_backend_for_device
+
+        register_backend_for_device(name, refuse, refuse)
+
+    # When inductor is imported: it takes seconds to import, and most programs never do.
+    when_imported("torch._inductor.codegen.common", register)
 
 
 def inductor_refusal(name: str) -> str:
@@ -116,16 +121,20 @@ def register_compile_backend(device, compiler_fn, *, aot: bool = True) -> None:
 
 
 def register_dynamo_backend() -> None:
-    """Registers :data:`COMPILE_BACKEND` with ``torch._dynamo`` (once)."""
+    """Registers :data:`COMPILE_BACKEND` with ``torch._dynamo`` (once), when Dynamo is
+    imported: it takes seconds to import, and ``torch.compile`` imports it."""
     global _dynamo_backend_registered
     with _compile_lock:
         if _dynamo_backend_registered:
             return
-        # Imported when first needed: Dynamo takes seconds to import.
+        _dynamo_backend_registered = True
+
+    def register():
         from torch._dynamo import register_backend
 
         register_backend(_compile_for_device, name=COMPILE_BACKEND)
-        _dynamo_backend_registered = True
+
+    when_imported("torch._dynamo", register)
 
 
 def _graph_devices(gm, example_inputs) -> list[str]:

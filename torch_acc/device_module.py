@@ -6,7 +6,20 @@ import torch
 
 from torch_acc import _C, _ipc
 
-__all__ = ["DefaultDeviceModule"]
+__all__ = ["DefaultDeviceModule", "DeviceGuard", "PrivateUse1Hooks", "current_device"]
+
+#: The classes a backend subclasses for its device guard and hooks (``device_guard=`` and
+#: ``hook=`` of ``setup_privateuseone_for_python_backend``), also ``torch_acc.DeviceGuard`` and
+#: ``torch_acc.PrivateUse1Hooks``. Backends import them from here: ``import torch_acc`` imports
+#: torch, whose autoload imports the backends while ``torch_acc`` is still initialising.
+DeviceGuard = _C.DeviceGuard
+PrivateUse1Hooks = _C.PrivateUse1Hooks
+
+#: ``current_device()``: the calling thread's current device index of the backend on
+#: PrivateUse1, as its device guard answers (``torch.<name>.current_device()`` returns it):
+#: for kernels that place their results on the current device. C++, no Python frame: kernels
+#: call it on every operator.
+current_device = _C.current_device
 
 
 class DefaultDeviceModule:

@@ -28,11 +28,22 @@ from torch_acc.payload import layout as _layout
 __all__ = [
     "check_kernels",
     "declare_fork_safe",
+    "functional_overload",
     "impl",
+    "impl_element_size_views",
     "impl_ipc",
     "impl_payload",
     "impl_serialization",
+    "wrapped_number",
 ]
+
+#: ``wrapped_number(value)``: a 0-dim CPU tensor of a Python ``bool``, ``int``, ``float`` or
+#: ``complex`` marked as a wrapped number, as PyTorch's Python bindings make one for a number
+#: passed where an operator takes a Tensor: type promotion then treats it as a scalar
+#: (``int8_tensor + wrapped_number(1.5)`` is float32, not float64). For a backend that calls
+#: torch operators on CPU tensors with the Python numbers its kernels received (C++,
+#: ``csrc/acc/Module.cpp``).
+wrapped_number = _C.wrapped_number
 
 
 def _backend() -> record.BackendRecord:
@@ -65,6 +76,36 @@ def impl(op: str, fn=None):
         return f
 
     return register if fn is None else register(fn)
+
+
+def functional_overload(op):
+    r"""The functional overload matching the in-place or ``out=`` overload ``op`` (the one of
+    the same operator that takes its arguments but the ``out=`` ones and mutates nothing), or
+    None (``op`` is neither, or has no such overload).
+
+    Example::
+
+        >>> # xdoctest: +SKIP
+        >>> library.functional_overload(torch.ops.aten.add.out)
+        <OpOverload(op='aten.add', overload='Tensor')>
+    """
+    schema = op._schema
+    name = schema.name.split("::", 1)[-1]
+    inplace = name.endswith("_") and not name.endswith("__")
+    if not inplace and not any(a.is_out for a in schema.arguments):
+        return None
+    base = getattr(torch.ops.aten, name[:-1] if inplace else name, None)
+    if base is None:
+        return None
+    wanted = [(a.name, str(a.type)) for a in schema.arguments if not a.is_out]
+    for overload in base.overloads():
+        candidate = getattr(base, overload)
+        cs = candidate._schema
+        if cs.is_mutable or any(a.is_out for a in cs.arguments):
+            continue
+        if [(a.name, str(a.type)) for a in cs.arguments] == wanted:
+            return candidate
+    return None
 
 
 def impl_payload(*, as_strided, to_cpu, from_cpu, copy_into):
@@ -102,6 +143,84 @@ def impl_payload(*, as_strided, to_cpu, from_cpu, copy_into):
     for key in ("Conjugate", "Negative"):
         lib.impl("_copy_from", torch.library.fallthrough_kernel, key)
         lib.impl("_copy_from_and_resize", torch.library.fallthrough_kernel, key)
+    backend.libraries.append(lib)
+
+
+_COMPLEX_OF = {
+    torch.float16: torch.complex32,
+    torch.float32: torch.complex64,
+    torch.float64: torch.complex128,
+}
+_REAL_OF = {c: r for r, c in _COMPLEX_OF.items()}
+
+
+def impl_element_size_views(reinterpret):
+    r"""Register ``view_as_real`` and ``view_as_complex`` for the backend, which views change
+    the element size and share their base's memory, with CPU's offsets and strides.
+
+    A view's payload comes from its base's (a tensor's own payload keeps one element size),
+    through ``reinterpret(payload, dtype)``: a payload over the same memory as the 1-D
+    ``payload`` with ``torch.dtype`` ``dtype``, half or twice the element size (NumPy's
+    ``array.view(dtype)``, a CPU tensor's ``tensor.view(dtype)``). A negative view stays one.
+
+    Example::
+
+        >>> # xdoctest: +SKIP
+        >>> library.impl_element_size_views(lambda payload, dtype: payload.view(dtype))
+    """
+    backend = _backend()
+    lib = torch.library.Library("aten", "IMPL")
+
+    def storage_as(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        # The base a view that changes the element size is a view of: its memory from the
+        # payload's start to the tensor's last element, so that the offset is CPU's.
+        n = tensor.storage_offset() + 1 + sum(
+            (size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride(), strict=True)
+        )
+        flat = tensor.as_strided((n if tensor.numel() else 0,), (1,), 0)
+        view = _C.wrap(reinterpret(_C.payload(flat), dtype), device=tensor.device)
+        _C.mark_shared_memory(view, tensor)
+        return view
+
+    def view_as_real(self: torch.Tensor) -> torch.Tensor:
+        if not self.is_complex():
+            raise RuntimeError("view_as_real is only supported for complex tensors")
+        if self.is_conj():
+            raise RuntimeError(
+                "view_as_real doesn't work on unresolved conjugated tensors.  To resolve the "
+                "conjugate tensor so you can view it as real, use self.resolve_conj(); however, "
+                "be warned that the resulting tensor will NOT alias the original."
+            )
+        view = storage_as(self, _REAL_OF[self.dtype]).as_strided(
+            (*self.shape, 2), (*(2 * st for st in self.stride()), 1), 2 * self.storage_offset()
+        )
+        return torch._neg_view(view) if self.is_neg() else view
+
+    def view_as_complex(self: torch.Tensor) -> torch.Tensor:
+        if self.dtype not in _COMPLEX_OF:
+            raise RuntimeError(
+                "view_as_complex is only supported for half, float and double tensors, but got "
+                f"a tensor of scalar type: {self.dtype}"
+            )
+        if self.ndim == 0 or self.shape[-1] != 2:
+            raise RuntimeError("Tensor must have a last dimension of size 2")
+        if self.stride(-1) != 1:
+            raise RuntimeError("Tensor must have a last dimension with stride 1")
+        if any(st % 2 for st in self.stride()[:-1]):
+            raise RuntimeError(
+                "Tensor must have a stride divisible by 2 for all but last dimension"
+            )
+        if self.storage_offset() % 2:
+            raise RuntimeError("Tensor must have a storage_offset divisible by 2")
+        # Even offset and strides: the memory up to the last element has an even length.
+        view = storage_as(self, _COMPLEX_OF[self.dtype]).as_strided(
+            self.shape[:-1], tuple(st // 2 for st in self.stride()[:-1]),
+            self.storage_offset() // 2,
+        )
+        return torch._neg_view(view) if self.is_neg() else view
+
+    lib.impl("view_as_real", view_as_real, "PrivateUse1")
+    lib.impl("view_as_complex", view_as_complex, "PrivateUse1")
     backend.libraries.append(lib)
 
 

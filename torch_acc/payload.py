@@ -4,7 +4,7 @@ import torch
 
 from torch_acc import _C
 
-__all__ = ["describe", "layout", "payload", "wrap"]
+__all__ = ["describe", "layout", "payload", "payload_nbytes", "wrap"]
 
 
 #: ``wrap(payload, *, shape=None, dtype=None, device=None, strides=None)``, a tensor whose data
@@ -12,6 +12,10 @@ __all__ = ["describe", "layout", "payload", "wrap"]
 #: frame on the way: making a tensor around existing data is meant to cost less than
 #: ``torch.empty``.
 wrap = _C.wrap
+
+#: ``payload_nbytes(tensor)``: the bytes the payload of a device tensor spans, by its own
+#: layout and dtype (0 while it has none); what a storage of the tensor would hold (C++).
+payload_nbytes = _C.payload_nbytes
 
 
 def payload(tensor: torch.Tensor):

@@ -12,6 +12,7 @@ be bound to, its *slots* (:data:`SLOTS`): a stock PyTorch wheel has one, Private
 :func:`check_slot` is the one place that limit is checked.
 """
 
+import importlib
 import re
 import threading
 from collections.abc import Callable
@@ -52,13 +53,28 @@ ENV_VAR = "TORCH_ACC_BACKEND"
 
 @dataclass
 class Registration:
-    """What :func:`torch_acc.register_backend` recorded: the backend's module and the function
-    that binds it (None: ``module.setup()`` or the default setup)."""
+    """What :func:`torch_acc.register_backend` recorded: the backend's module (or its import
+    name, until :meth:`backend_module` imports it) and the function that binds it (None:
+    ``module.setup()`` or the default setup)."""
 
     module: object
     setup: Callable[[], object] | None = None
     #: The error of a setup that failed; the backend is not set up again.
     error: BaseException | None = None
+
+    def is_module(self, module) -> bool:
+        """Whether ``module`` (a module, or an import name) is the one registered."""
+        if module is self.module:
+            return True
+        names = [m if isinstance(m, str) else getattr(m, "__name__", None)
+                 for m in (module, self.module)]
+        return isinstance(module, str) != isinstance(self.module, str) and names[0] == names[1]
+
+    def backend_module(self):
+        """The backend's module, imported here if it was registered by name."""
+        if isinstance(self.module, str):
+            self.module = importlib.import_module(self.module)
+        return self.module
 
 
 @dataclass

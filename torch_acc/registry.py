@@ -18,6 +18,8 @@ from torch_acc import backend_registration, record
 from torch_acc.record import ENV_VAR
 
 __all__ = [
+    "autoload",
+    "backend_module",
     "backends",
     "device",
     "register_backend",
@@ -33,7 +35,10 @@ def register_backend(name: str, module, *, setup=None) -> None:
 
     Args:
         name (str): the device name the backend will have (``"npy"``).
-        module: the backend's device module (registered as ``torch.<name>`` when bound).
+        module: the backend's device module (registered as ``torch.<name>`` when bound), or
+            its import name (``"my_package.backend"``), imported when the backend is bound or
+            :func:`backend_module` asks for it: registering by name imports nothing, so a
+            ``torch.backends`` entry point adds nothing to the time of ``import torch``.
         setup (callable, optional): called with no arguments to bind the backend; by default
             ``module.setup()`` if the module has one, else
             ``setup_privateuseone_for_python_backend(name, backend_module=module)``.
@@ -44,18 +49,18 @@ def register_backend(name: str, module, *, setup=None) -> None:
     Example::
 
         >>> # xdoctest: +SKIP
-        >>> from torch_acc.backends import numpy as npy_backend
-        >>> register_backend("npy", npy_backend)
-        >>> torch.accelerator.set_current_accelerator("npy")  # binds it
-        >>> torch.ones(2, device="npy").device
-        device(type='npy', index=0)
+        >>> from torch_acc.backends import reference
+        >>> register_backend("ref", reference)
+        >>> torch.accelerator.set_current_accelerator("ref")  # binds it
+        >>> torch.ones(2, device="ref").device
+        device(type='ref', index=0)
     """
     name = record.check_name(name)
     with _lock:
         backend = record.get_or_create(name)
         known = backend.registration
         if known is not None:
-            if known.module is module and known.setup is setup:
+            if known.is_module(module) and known.setup is setup:
                 return
             raise ValueError(
                 f"cannot register backend {name!r} with {module!r}: the name is already "
@@ -79,6 +84,16 @@ def backends() -> dict[str, bool]:
     return {name: holder is not None and name == holder.name for name in record.registered()}
 
 
+def backend_module(name: str):
+    r"""The module :func:`register_backend` recorded for the backend ``name``.
+
+    Tools that work on any registered backend read its attributes here (an OpInfo harness
+    reads the backend's ``OPINFO_NOTES``). An unknown name is a ``ValueError`` that lists the
+    registered backends.
+    """
+    return record.get(_resolve(name)).registration.backend_module()
+
+
 def _resolve(name: str | None) -> str:
     if name is None:
         name = os.environ.get(ENV_VAR) or None
@@ -91,9 +106,16 @@ def _resolve(name: str | None) -> str:
             )
         (name,) = registered
     if name not in registered:
+        autoload = (
+            "; TORCH_DEVICE_BACKEND_AUTOLOAD=0 kept torch from loading the torch.backends "
+            "entry points that register installed backends"
+            if os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD") == "0"
+            else ""
+        )
         raise ValueError(
             f"unknown backend {name!r}: registered backends are "
             f"{', '.join(sorted(registered)) or 'none'} (register_backend() records one)"
+            f"{autoload}"
         )
     return name
 
@@ -119,11 +141,11 @@ def use(name: str | None = None) -> torch.device:
         try:
             if registration.setup is not None:
                 registration.setup()
-            elif callable(getattr(registration.module, "setup", None)):
-                registration.module.setup()
+            elif callable(getattr(module := registration.backend_module(), "setup", None)):
+                module.setup()
             else:
                 backend_registration.setup_privateuseone_for_python_backend(
-                    name, backend_module=registration.module
+                    name, backend_module=module
                 )
         except Exception as e:
             registration.error = e

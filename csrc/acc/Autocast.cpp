@@ -1,5 +1,7 @@
 #include <torch/csrc/acc/Autocast.h>
 
+#include <torch/csrc/acc/Registration.h>
+
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
@@ -98,31 +100,19 @@ std::vector<std::string> registerAutocastKernels(
   static const bool fallthrough = [] {
     constexpr auto key = c10::DispatchKey::AutocastPrivateUse1;
     if (!c10::Dispatcher::singleton().hasBackendFallbackForDispatchKey(key)) {
-      // Alive until exit, like the fallback it registers.
-      auto* lib = new torch::Library(
-          torch::Library::IMPL, "_", key, __FILE__, __LINE__);
-      lib->fallback(torch::CppFunction::makeFallthrough());
+      newLibrary("_", key).fallback(torch::CppFunction::makeFallthrough());
     }
     return true;
   }();
   (void)fallthrough;
-  // Alive until exit, like the kernels it registers.
-  auto* lib = new torch::Library(
-      torch::Library::IMPL,
-      "aten",
-      c10::DispatchKey::AutocastPrivateUse1,
-      __FILE__,
-      __LINE__);
+  auto& lib = newLibrary("aten", c10::DispatchKey::AutocastPrivateUse1);
   std::vector<std::string> registered;
   for (const auto& name : ops) {
-    const auto dot = name.find('.');
-    const auto op_name = "aten::" + name.substr(0, dot);
-    const auto overload = dot == std::string::npos ? "" : name.substr(dot + 1);
-    if (!c10::Dispatcher::singleton().findSchema({op_name, overload})) {
+    if (!findAtenOp(name)) {
       continue;
     }
-    lib->impl(
-        ("aten::" + name).c_str(),
+    lib.impl(
+        qualifiedAtenName(name).c_str(),
         torch::CppFunction::makeFromBoxedFunctor(
             std::make_unique<AutocastKernel>(cast)));
     registered.push_back(name);

@@ -2,31 +2,27 @@
 
 #include <torch/csrc/acc/DeviceGuard.h>
 #include <torch/csrc/acc/Generator.h>
+#include <torch/csrc/acc/Hooks.h>
+#include <torch/csrc/acc/Registration.h>
 #include <torch/csrc/acc/Shutdown.h>
 #include <torch/csrc/acc/compat.h>
 
 #include <ATen/Context.h>
-#include <ATen/ExpandUtils.h>
-#include <ATen/InferSize.h>
 #include <ATen/MemoryOverlap.h>
-#include <ATen/TensorUtils.h>
-#include <ATen/core/VariableHooksInterface.h>
 #include <ATen/ops/arange.h>
-#include <ATen/ops/detach_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/isclose.h>
 #include <ATen/ops/resolve_conj.h>
 #include <ATen/ops/resolve_neg.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/ApproximateClock.h>
+#include <c10/util/irange.h>
 #include <c10/util/strides.h>
-#include <torch/csrc/Dtype.h>
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/autograd/python_variable.h>
-#include <torch/csrc/autograd/variable.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
-#include <torch/csrc/utils/numpy_stub.h>
-#include <torch/csrc/utils/tensor_numpy.h>
+#include <torch/csrc/profiler/orchestration/observer.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -45,232 +41,9 @@ namespace {
 
 constexpr auto kPrivateUse1 = c10::DeviceType::PrivateUse1;
 
-// Backend functions, set once; strong references kept until exit (never
+// The backend's fallback, set once; a strong reference kept until exit (never
 // released, so nothing touches Python at shutdown).
-PyObject* view_fn = nullptr;
-PyObject* copy_fn = nullptr;
 PyObject* fallback_fn = nullptr;
-
-std::vector<std::unique_ptr<torch::Library>>& libraries() {
-  static std::vector<std::unique_ptr<torch::Library>> libs;
-  return libs;
-}
-
-// A PrivateUse1 IMPL library for namespace `ns` ("_" for fallbacks), alive
-// until exit like the kernels it registers.
-torch::Library& newLibrary(const char* ns = "aten") {
-  libraries().push_back(
-      std::make_unique<torch::Library>(
-          torch::Library::IMPL,
-          ns,
-          std::optional<c10::DispatchKey>(c10::DispatchKey::PrivateUse1),
-          __FILE__,
-          __LINE__));
-  return *libraries().back();
-}
-
-// Attribute names a payload is asked for, interned once: the string-taking
-// attribute functions would make a new string object on every call.
-struct AttrNames {
-  PyObject* shape = PyUnicode_InternFromString("shape");
-  PyObject* dtype = PyUnicode_InternFromString("dtype");
-  PyObject* strides = PyUnicode_InternFromString("strides");
-};
-
-const AttrNames& attrNames() {
-  static const AttrNames names; // Never released, like every interned name.
-  return names;
-}
-
-py::object getAttr(py::handle obj, PyObject* name) {
-  PyObject* attr = PyObject_GetAttr(obj.ptr(), name);
-  if (attr == nullptr) {
-    throw py::error_already_set();
-  }
-  return py::reinterpret_steal<py::object>(attr);
-}
-
-// The tensor a payload is, or nullptr. THPVariable_Check without its
-// isinstance() (which looks up __instancecheck__): most payloads are not
-// tensors, and every kernel result asks.
-const at::Tensor* payloadTensor(py::handle payload) {
-  if (THPVariableClass == nullptr ||
-      !PyType_IsSubtype(
-          Py_TYPE(payload.ptr()),
-          reinterpret_cast<PyTypeObject*>(THPVariableClass))) {
-    return nullptr;
-  }
-  return &THPVariable_Unpack(payload.ptr());
-}
-
-#ifdef USE_NUMPY
-// The NumPy array a payload is, or nullptr.
-PyArrayObject* payloadArray(py::handle payload) {
-  if (!torch::utils::is_numpy_available() || !PyArray_Check(payload.ptr())) {
-    return nullptr;
-  }
-  return reinterpret_cast<PyArrayObject*>(payload.ptr());
-}
-#endif
-
-// Strides in elements from NumPy-style strides in bytes.
-c10::DimVector elementStrides(
-    c10::DimVector bytes,
-    size_t ndim,
-    c10::ScalarType dtype) {
-  const auto item = static_cast<int64_t>(c10::elementSize(dtype));
-  TORCH_CHECK_VALUE(
-      bytes.size() == ndim,
-      "expected payload.strides to have ",
-      ndim,
-      " entries (one per dimension), but got ",
-      bytes.size());
-  for (auto& b : bytes) {
-    TORCH_CHECK_VALUE(
-        b >= 0 && b % item == 0,
-        "expected payload.strides to be non-negative multiples of the item "
-        "size ",
-        item,
-        ", but got ",
-        c10::IntArrayRef(bytes),
-        "; pass a contiguous payload or explicit strides");
-    b /= item;
-  }
-  return bytes;
-}
-
-// A payload's sizes, dtype and strides: those of a torch.Tensor payload (a
-// backend that keeps CPU tensors, say); a NumPy array's, read through NumPy's
-// C API (every kernel result is one for the NumPy backend, and the attributes
-// make a tuple per field); else its `shape`, `dtype` and `strides` (bytes,
-// NumPy-style; contiguous when it has none).
-class PayloadFields {
- public:
-  explicit PayloadFields(py::handle payload)
-      : payload_(payload), tensor_(payloadTensor(payload)) {
-#ifdef USE_NUMPY
-    if (tensor_ == nullptr) {
-      array_ = payloadArray(payload);
-    }
-#endif
-  }
-
-  c10::DimVector sizes() const {
-    if (tensor_ != nullptr) {
-      return c10::DimVector(tensor_->sizes());
-    }
-#ifdef USE_NUMPY
-    if (array_ != nullptr) {
-      const npy_intp* dims = PyArray_DIMS(array_);
-      return c10::DimVector(dims, dims + PyArray_NDIM(array_));
-    }
-#endif
-    return toInts(getAttr(payload_, attrNames().shape), "payload.shape");
-  }
-
-  // The payload's shape, or nullopt when it does not say (an object without
-  // a `shape`, or with None); a tensor and a NumPy array always say.
-  std::optional<c10::DimVector> maybeSizes() const {
-    if (describesItself()) {
-      return sizes();
-    }
-    const auto shape = maybeAttr(attrNames().shape);
-    if (!shape) {
-      return std::nullopt;
-    }
-    return toInts(*shape, "payload.shape");
-  }
-
-  c10::ScalarType dtype() const {
-    if (tensor_ != nullptr) {
-      return tensor_->scalar_type();
-    }
-#ifdef USE_NUMPY
-    if (array_ != nullptr) {
-      return scalarTypeOf(reinterpret_cast<PyObject*>(PyArray_DESCR(array_)));
-    }
-#endif
-    return scalarTypeOf(getAttr(payload_, attrNames().dtype));
-  }
-
-  // The payload's dtype, or nullopt when it does not say.
-  std::optional<c10::ScalarType> maybeDtype() const {
-    if (describesItself()) {
-      return dtype();
-    }
-    const auto dtype = maybeAttr(attrNames().dtype);
-    if (!dtype) {
-      return std::nullopt;
-    }
-    return scalarTypeOf(*dtype);
-  }
-
-  // Strides in elements: the payload's own, else contiguous.
-  c10::DimVector strides(c10::IntArrayRef sizes, c10::ScalarType dtype) const {
-    auto own = maybeStrides(sizes, dtype);
-    return own ? std::move(*own) : c10::contiguous_strides(sizes);
-  }
-
-  // The payload's strides in elements, or nullopt when it does not say. A
-  // payload without elements has no layout to keep (NumPy's strides are then
-  // zeros): it is contiguous, as torch's empty tensors are.
-  std::optional<c10::DimVector> maybeStrides(
-      c10::IntArrayRef sizes,
-      c10::ScalarType dtype) const {
-    if (c10::multiply_integers(sizes) == 0 &&
-        (describesItself() || maybeAttr(attrNames().strides))) {
-      return c10::contiguous_strides(sizes);
-    }
-    if (tensor_ != nullptr) {
-      return c10::DimVector(tensor_->strides());
-    }
-#ifdef USE_NUMPY
-    if (array_ != nullptr) {
-      const npy_intp* bytes = PyArray_STRIDES(array_);
-      return elementStrides(
-          c10::DimVector(bytes, bytes + PyArray_NDIM(array_)),
-          sizes.size(),
-          dtype);
-    }
-#endif
-    const auto strides = maybeAttr(attrNames().strides);
-    if (!strides) {
-      return std::nullopt;
-    }
-    return elementStrides(
-        toInts(*strides, "payload.strides"), sizes.size(), dtype);
-  }
-
- private:
-  bool describesItself() const {
-#ifdef USE_NUMPY
-    if (array_ != nullptr) {
-      return true;
-    }
-#endif
-    return tensor_ != nullptr;
-  }
-
-  // The attribute `name`, or nullopt when it is missing or None.
-  std::optional<py::object> maybeAttr(PyObject* name) const {
-    PyObject* attr = PyObject_GetAttr(payload_.ptr(), name);
-    if (attr == nullptr) {
-      PyErr_Clear();
-      return std::nullopt;
-    }
-    auto value = py::reinterpret_steal<py::object>(attr);
-    if (value.is_none()) {
-      return std::nullopt;
-    }
-    return value;
-  }
-
-  py::handle payload_;
-  const at::Tensor* tensor_;
-#ifdef USE_NUMPY
-  PyArrayObject* array_ = nullptr;
-#endif
-};
 
 c10::DeviceIndex currentDevice() {
   return c10::impl::getDeviceGuardImpl(kPrivateUse1)->getDevice().index();
@@ -504,22 +277,24 @@ std::string typeName(py::handle obj) {
   return module == "builtins" ? name : module + "." + name;
 }
 
-// Storage extent (in elements) a tensor's metadata reaches.
-int64_t extent(const at::Tensor& t) {
-  if (t.numel() == 0) {
-    return t.storage_offset();
-  }
-  int64_t last = t.storage_offset();
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    last += (t.size(d) - 1) * t.stride(d);
-  }
-  return last + 1;
-}
-
 // `n` CPU values 1, 2, ... 7, 1, 2... of `dtype`: small, non-zero (no division
 // by zero) and different from their neighbours.
 at::Tensor distinctValues(int64_t n, c10::ScalarType dtype) {
   return at::arange(n, at::kLong).remainder_(7).add_(1).to(dtype);
+}
+
+// Runs `op` boxed below `key` on a stack of stand-ins. A boxed call of an
+// unboxed kernel that returns references (the out= tensors of an overload with
+// several returns, such as linalg_lstsq.out) drops its arguments from the stack
+// before it pushes the references on torch 2.6: where the stack holds the only
+// reference to an out= stand-in, that is a use after free. The arguments are
+// kept alive across the call.
+void redispatchOnStandIns(
+    const c10::OperatorHandle& op,
+    c10::DispatchKey key,
+    torch::jit::Stack* stack) {
+  const torch::jit::Stack arguments(*stack);
+  op.redispatchBoxed(c10::DispatchKeySet(key), stack);
 }
 
 // Runs CPU's kernel of `op` on stand-ins (what it decides, not what it
@@ -530,7 +305,7 @@ void runOnCpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   };
   Discard discard;
   const c10::WarningUtils::WarningHandlerGuard guard(&discard);
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  redispatchOnStandIns(op, c10::DispatchKey::CPU, stack);
 }
 
 // Tensors on `device` (meta, or the CPU filled with `fill`) with the metadata
@@ -559,7 +334,7 @@ class StandIns {
     auto out = at::empty_strided(
         t.sizes(), t.strides(), t.options().device(c10::Device(device_)));
     if (device_ != c10::kMeta && fill_ == kDistinct) {
-      out = distinctValues(extent(out), t.scalar_type())
+      out = distinctValues(tensorExtent(out), t.scalar_type())
                 .as_strided(t.sizes(), t.strides(), 0);
     } else if (device_ != c10::kMeta) {
       out.fill_(fill_);
@@ -583,7 +358,8 @@ class StandIns {
       const auto list = value.toList();
       if (list.elementType()->isSubtypeOf(*c10::OptionalType::ofTensor())) {
         c10::List<std::optional<at::Tensor>> out;
-        for (const c10::IValue item : list) {
+        for (const size_t i : c10::irange(list.size())) {
+          const c10::IValue item = list.get(i);
           out.push_back(
               item.isTensor()
                   ? std::optional<at::Tensor>((*this)(item.toTensor()))
@@ -672,7 +448,7 @@ std::optional<torch::jit::Stack> runMeta(
   std::exception_ptr refused;
   bool compared = true;
   try {
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
+    redispatchOnStandIns(op, c10::DispatchKey::Meta, &stack);
   } catch (const c10::NotImplementedError&) {
     compared = false;
   } catch (const std::exception&) {
@@ -734,13 +510,20 @@ c10::SmallVector<size_t, 1> resizeOutputs(
     }
     return false;
   };
+  // An out= tensor some of whose elements share memory (an expanded one): CPU's
+  // overlap check, where it has one, sees it before the resize that would
+  // make it dense.
+  const auto overlapping = [&](size_t i) {
+    return at::has_internal_overlap(inputs[i].toTensor()) ==
+        at::MemOverlap::Yes;
+  };
   const bool must_ask =
       std::any_of(resizes.begin(), resizes.end(), [&](const auto& r) {
-        return read_too(r.first);
+        return read_too(r.first) || overlapping(r.first);
       });
   // CPU's out= stand-ins, as CPU's kernel resized them; none where it raised
   // (it raises too, after resizing: contiguous will do), unless CPU raises
-  // for a resized tensor that is read too.
+  // for a resized tensor that is read too or shares elements.
   c10::SmallVector<at::Tensor, 1> cpu_outs;
   if (must_ask ||
       (!resizes.empty() &&
@@ -828,7 +611,9 @@ std::string overlapQuestion(
         value.isList() &&
         value.toList().elementType()->isSubtypeOf(
             *c10::OptionalType::ofTensor())) {
-      for (const c10::IValue item : value.toList()) {
+      const auto list = value.toList();
+      for (const size_t i : c10::irange(list.size())) {
+        const c10::IValue item = list.get(i);
         layout(item.isTensor() ? item.toTensor() : at::Tensor());
       }
     } else {
@@ -852,8 +637,8 @@ Overlap askCpuOverlap(
   if (in.scalar_type() != out.scalar_type()) {
     return Overlap::kRefused;
   }
-  const auto values =
-      distinctValues(std::max(extent(out), extent(in)), out.scalar_type());
+  const auto values = distinctValues(
+      std::max(tensorExtent(out), tensorExtent(in)), out.scalar_type());
   // The written elements after CPU's kernel ran, or nullopt where it raised,
   // with the other tensor arguments filled with `fill`.
   const auto run = [&](bool shared, int fill) -> std::optional<at::Tensor> {
@@ -892,20 +677,31 @@ Overlap askCpuOverlap(
              ? at::isclose(a, b, 0, 0, /*equal_nan=*/true).all().item<bool>()
              : a.equal(b));
   };
-  // The other arguments as ones first (index tensors stay in range), then,
-  // where CPU takes them, as distinct values: a product with ones would hide
-  // an element read after it was written.
-  for (const int fill : {1, StandIns::kDistinct}) {
+  // The other arguments as ones first, zeros where CPU refuses ones (an index
+  // into a dimension of size 1), then, where CPU takes them, as distinct
+  // values: a product with ones would hide an element read after it was
+  // written. Where CPU raises on separate buffers the values made it raise, not
+  // the sharing: the next fill is tried. Where it raises on one buffer only,
+  // that is CPU's overlap error.
+  bool asked = false;
+  for (const int fill : {1, 0, StandIns::kDistinct}) {
+    if (fill == 0 && asked) {
+      continue;
+    }
     const auto apart = run(false, fill);
+    if (!apart) {
+      continue;
+    }
     const auto together = run(true, fill);
-    if (!apart || !together) {
-      return fill == 1 ? Overlap::kRefused : Overlap::kAllowed;
+    if (!together) {
+      return Overlap::kRefused;
     }
     if (!same(*apart, *together)) {
       return Overlap::kOrderDependent;
     }
+    asked = true;
   }
-  return Overlap::kAllowed;
+  return asked ? Overlap::kAllowed : Overlap::kRefused;
 }
 
 // askCpuOverlap, remembered: an in-place or out= call on its own input
@@ -971,8 +767,8 @@ void checkOverlap(
     if (read == nullptr || read->slot() != written->slot() || in.numel() == 0) {
       continue;
     }
-    const auto a = out.storage_offset(), a_end = extent(out);
-    const auto b = in.storage_offset(), b_end = extent(in);
+    const auto a = out.storage_offset(), a_end = tensorExtent(out);
+    const auto b = in.storage_offset(), b_end = tensorExtent(in);
     if (!(a < b_end && b < a_end)) {
       continue;
     }
@@ -1297,8 +1093,14 @@ class PythonKernel final : public c10::OperatorKernel {
     for (const auto& a : args) {
       argv.push_back(a.ptr());
     }
+    // The kernel's time is the device's while a profiler is on (Hooks.h).
+    const bool timed = torch::profiler::impl::profilerEnabled();
+    const int64_t start = timed ? c10::getTime() : 0;
     PyObject* raw = PyObject_Vectorcall(
         fn_, argv.data(), args.size() - nkw_, nkw_ == 0 ? nullptr : kwnames_);
+    if (timed) {
+      kernelTimeNs() += c10::getTime() - start;
+    }
     if (raw == nullptr) {
       raiseFromKernel();
     }
@@ -1631,502 +1433,6 @@ torch::CppFunction makeKernel(py::object fn, const c10::OperatorHandle& op) {
   return torch::CppFunction::makeFromBoxedFunctor(std::move(python));
 }
 
-// A view of `base` on its payload. Like every view, it keeps the base's
-// conjugate and negative bits: they say how to read the shared data.
-at::Tensor viewOn(
-    const at::Tensor& base,
-    c10::ScalarType dtype,
-    c10::IntArrayRef sizes,
-    c10::IntArrayRef strides,
-    int64_t offset) {
-  auto view = makePayloadTensor(
-      payloadImpl(base).slot(),
-      dtype,
-      base.device().index(),
-      sizes,
-      strides,
-      offset);
-  view._set_conj(base.is_conj());
-  view._set_neg(base.is_neg());
-  return view;
-}
-
-at::Tensor viewOf(const at::Tensor& base, const at::Tensor& meta) {
-  return viewOn(
-      base,
-      meta.scalar_type(),
-      meta.sizes(),
-      meta.strides(),
-      meta.storage_offset());
-}
-
-// The kernel of every view operator: run the operator's meta kernel on a meta
-// tensor with the same metadata, and make each result a tensor on the base's
-// payload with the metadata the meta kernel gave it.
-void viewKernel(
-    const c10::OperatorHandle& op,
-    c10::DispatchKeySet /*ks*/,
-    torch::jit::Stack* stack) {
-  const auto n = op.schema().arguments().size();
-  auto& self_iv = (*stack)[stack->size() - n];
-  const at::Tensor base = self_iv.toTensor();
-  if (maybePayloadImpl(base) == nullptr) {
-    // A tensor with PrivateUse1 keys but storage of its own, such as the meta
-    // tensor inside a FakeTensor: its view is computed as on meta.
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), stack);
-    return;
-  }
-  self_iv =
-      at::empty({extent(base)}, base.options().device(c10::kMeta))
-          .as_strided(base.sizes(), base.strides(), base.storage_offset());
-  op.callBoxed(stack);
-  for (size_t i = stack->size() - op.schema().returns().size();
-       i < stack->size();
-       ++i) {
-    auto& out = (*stack)[i];
-    if (out.isTensor()) {
-      out = viewOf(base, out.toTensor());
-    } else if (out.isTensorList()) {
-      std::vector<at::Tensor> views;
-      for (const auto& m : out.toTensorVector()) {
-        views.push_back(viewOf(base, m));
-      }
-      out = views;
-    }
-  }
-}
-
-// Elements the payload of `t` spans, by the payload's own layout (what a
-// storage of CPU would hold); a tensor without a payload yet spans its own
-// extent.
-int64_t payloadExtent(const at::Tensor& t) {
-  const auto& slot = *payloadImpl(t).slot();
-  return std::max(extent(t), slot.extent());
-}
-
-// The kernel of the in-place view operators (t_, transpose_, squeeze_,
-// unsqueeze_, as_strided_): they change the tensor's metadata only, as on
-// CPU. The operator's meta kernel, run on a meta tensor with the same
-// metadata over as many elements as the payload has, checks the arguments and
-// computes the new metadata.
-void inplaceViewKernel(
-    const c10::OperatorHandle& op,
-    c10::DispatchKeySet /*ks*/,
-    torch::jit::Stack* stack) {
-  const auto n = op.schema().arguments().size();
-  auto& self_iv = (*stack)[stack->size() - n];
-  const at::Tensor self = self_iv.toTensor();
-  if (maybePayloadImpl(self) == nullptr) {
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), stack);
-    return;
-  }
-  const auto meta =
-      at::empty({payloadExtent(self)}, self.options().device(c10::kMeta))
-          .as_strided(self.sizes(), self.strides(), self.storage_offset());
-  self_iv = meta;
-  op.callBoxed(stack);
-  payloadImpl(self).set_sizes_and_strides(
-      meta.sizes(), meta.strides(), meta.storage_offset());
-  torch::jit::drop(*stack, op.schema().returns().size());
-  stack->push_back(self);
-}
-
-// view(dtype): a payload holds values, not bytes that could be read as
-// another dtype; only the same dtype is a view.
-void viewDtypeKernel(
-    const c10::OperatorHandle& op,
-    c10::DispatchKeySet /*ks*/,
-    torch::jit::Stack* stack) {
-  const at::Tensor self = (*stack)[stack->size() - 2].toTensor();
-  const auto dtype = (*stack)[stack->size() - 1].toScalarType();
-  if (maybePayloadImpl(self) == nullptr) {
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), stack);
-    return;
-  }
-  TORCH_CHECK(
-      dtype == self.scalar_type(),
-      "aten::view.dtype: cannot view a tensor on ",
-      self.device(),
-      " of dtype ",
-      self.scalar_type(),
-      " as ",
-      dtype,
-      ": its data is a Python payload, which has no bytes to reinterpret. "
-      "Copy it through the CPU instead: t.cpu().view(",
-      dtype,
-      ").to(t.device)");
-  auto view =
-      viewOn(self, dtype, self.sizes(), self.strides(), self.storage_offset());
-  torch::jit::drop(*stack, 2);
-  stack->push_back(std::move(view));
-}
-
-// resize_ as on CPU: metadata only when the payload has the elements; else
-// the payload, shared with every alias and view, grows keeping its elements.
-void resizeKernel(
-    const c10::OperatorHandle& op,
-    c10::DispatchKeySet /*ks*/,
-    torch::jit::Stack* stack) {
-  const at::Tensor self = (*stack)[stack->size() - 3].toTensor();
-  if (maybePayloadImpl(self) == nullptr) {
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), stack);
-    return;
-  }
-  const auto sizes = (*stack)[stack->size() - 2].toDimVector();
-  const auto& format = (*stack)[stack->size() - 1];
-  resizePayloadTensor(
-      self,
-      sizes,
-      format.isNone() ? std::nullopt
-                      : std::make_optional(format.toMemoryFormat()));
-  torch::jit::drop(*stack, 3);
-  stack->push_back(self);
-}
-
-constexpr const char* kInplaceViewOps[] = {
-    "as_strided_",
-    "squeeze_",
-    "squeeze_.dim",
-    "squeeze_.dims",
-    "t_",
-    "transpose_",
-    "unsqueeze_",
-};
-
-// The metadata of a view: what a view operator computes.
-struct ViewGeometry {
-  c10::DimVector sizes;
-  c10::DimVector strides;
-  int64_t offset;
-};
-
-ViewGeometry geometryOf(const at::Tensor& t) {
-  return {
-      c10::DimVector(t.sizes()),
-      c10::DimVector(t.strides()),
-      t.storage_offset()};
-}
-
-// Direct metadata of the common view operators, computed from the base and
-// the arguments on the stack (`args[0]` is the base). Each returns nullopt
-// for arguments it leaves to the general path (`viewKernel`): anything
-// invalid, so that the operator's meta kernel raises its own error.
-using DirectView = std::optional<ViewGeometry> (*)(
-    const at::Tensor& self,
-    c10::ArrayRef<c10::IValue> args);
-
-// A dimension index wrapped into [0, ndim), or nullopt when out of range.
-std::optional<int64_t> wrapDim(int64_t dim, int64_t ndim) {
-  if (dim < -ndim || dim >= ndim) {
-    return std::nullopt;
-  }
-  return dim < 0 ? dim + ndim : dim;
-}
-
-std::optional<ViewGeometry> sameView(
-    const at::Tensor& self,
-    c10::ArrayRef<c10::IValue> /*args*/) {
-  return geometryOf(self);
-}
-
-std::optional<ViewGeometry> viewView(
-    const at::Tensor& self,
-    c10::ArrayRef<c10::IValue> args) {
-  const auto size = args[1].toDimVector();
-  // infer_size_dv raises the operator's own error for a size that does not
-  // fit; a layout the view cannot express goes to the meta kernel's error.
-  const auto inferred = at::infer_size_dv(size, self.numel());
-  auto strides =
-      at::detail::computeStride(self.sizes(), self.strides(), inferred);
-  if (!strides) {
-    return std::nullopt;
-  }
-  return ViewGeometry{inferred, std::move(*strides), self.storage_offset()};
-}
-
-std::optional<ViewGeometry> transposeView(
-    const at::Tensor& self,
-    int64_t dim0,
-    int64_t dim1) {
-  const auto d0 = wrapDim(dim0, self.dim());
-  const auto d1 = wrapDim(dim1, self.dim());
-  if (!d0 || !d1) {
-    return std::nullopt;
-  }
-  auto g = geometryOf(self);
-  std::swap(g.sizes[*d0], g.sizes[*d1]);
-  std::swap(g.strides[*d0], g.strides[*d1]);
-  return g;
-}
-
-std::optional<ViewGeometry> transposeIntView(
-    const at::Tensor& self,
-    c10::ArrayRef<c10::IValue> args) {
-  return transposeView(self, args[1].toInt(), args[2].toInt());
-}
-
-std::optional<ViewGeometry> tView(
-    const at::Tensor& self,
-    c10::ArrayRef<c10::IValue> /*args*/) {
-  if (self.dim() < 2) {
-    return geometryOf(self);
-  }
-  return self.dim() == 2 ? transposeView(self, 0, 1) : std::nullopt;
-}
-
-std::optional<ViewGeometry> permuteView(
-    const at::Tensor& self,
-    c10::ArrayRef<c10::IValue> args) {
-  const auto dims = args[1].toDimVector();
-  const auto ndim = self.dim();
-  if (static_cast<int64_t>(dims.size()) != ndim) {
-    return std::nullopt;
-  }
-  ViewGeometry g{c10::DimVector(ndim), c10::DimVector(ndim), 0};
-  g.offset = self.storage_offset();
-  std::vector<bool> seen(ndim, false);
-  for (int64_t i = 0; i < ndim; ++i) {
-    const auto d = wrapDim(dims[i], ndim);
-    if (!d || seen[*d]) {
-      return std::nullopt;
-    }
-    seen[*d] = true;
-    g.sizes[i] = self.size(*d);
-    g.strides[i] = self.stride(*d);
-  }
-  return g;
-}
-
-std::optional<ViewGeometry> selectView(
-    const at::Tensor& self,
-    c10::ArrayRef<c10::IValue> args) {
-  const auto dim = wrapDim(args[1].toInt(), self.dim());
-  if (!dim) {
-    return std::nullopt;
-  }
-  const auto size = self.size(*dim);
-  auto index = args[2].toInt();
-  if (index < -size || index >= size) {
-    return std::nullopt;
-  }
-  if (index < 0) {
-    index += size;
-  }
-  auto g = geometryOf(self);
-  g.offset += index * g.strides[*dim];
-  g.sizes.erase(g.sizes.begin() + *dim);
-  g.strides.erase(g.strides.begin() + *dim);
-  return g;
-}
-
-std::optional<ViewGeometry> sliceView(
-    const at::Tensor& self,
-    c10::ArrayRef<c10::IValue> args) {
-  const auto dim = wrapDim(args[1].toInt(), self.dim());
-  const auto step = args[4].toInt();
-  if (!dim || step <= 0) {
-    return std::nullopt;
-  }
-  // The clamping of at::native::slice: out-of-range bounds are clamped, not
-  // errors.
-  const auto size = self.size(*dim);
-  auto start = args[2].isNone() ? 0 : args[2].toInt();
-  auto end = args[3].isNone() ? size : args[3].toInt();
-  if (start < 0) {
-    start += size;
-  }
-  if (end < 0) {
-    end += size;
-  }
-  start = std::clamp<int64_t>(start, 0, size);
-  end = std::clamp<int64_t>(end, start, size);
-  auto g = geometryOf(self);
-  g.offset += start * g.strides[*dim];
-  g.sizes[*dim] = (end - start + step - 1) / step;
-  g.strides[*dim] *= step;
-  return g;
-}
-
-std::optional<ViewGeometry> expandView(
-    const at::Tensor& self,
-    c10::ArrayRef<c10::IValue> args) {
-  // Fewer sizes than dimensions: the meta kernel's error.
-  if (args[1].toDimVector().size() < static_cast<size_t>(self.dim())) {
-    return std::nullopt;
-  }
-  // Raises the operator's own errors for sizes that do not expand.
-  auto r = at::inferExpandGeometry_dimvector(
-      self.sizes(), self.strides(), args[1].toDimVector());
-  return ViewGeometry{
-      std::move(r.sizes), std::move(r.strides), self.storage_offset()};
-}
-
-std::optional<ViewGeometry> unsqueezeView(
-    const at::Tensor& self,
-    c10::ArrayRef<c10::IValue> args) {
-  const auto dim = wrapDim(args[1].toInt(), self.dim() + 1);
-  if (!dim) {
-    return std::nullopt;
-  }
-  auto g = geometryOf(self);
-  const auto stride = *dim >= self.dim() ? 1 : g.sizes[*dim] * g.strides[*dim];
-  g.sizes.insert(g.sizes.begin() + *dim, 1);
-  g.strides.insert(g.strides.begin() + *dim, stride);
-  return g;
-}
-
-std::optional<ViewGeometry> squeezeView(
-    const at::Tensor& self,
-    c10::ArrayRef<c10::IValue> /*args*/) {
-  ViewGeometry g{{}, {}, self.storage_offset()};
-  for (int64_t d = 0; d < self.dim(); ++d) {
-    if (self.size(d) != 1) {
-      g.sizes.push_back(self.size(d));
-      g.strides.push_back(self.stride(d));
-    }
-  }
-  return g;
-}
-
-std::optional<ViewGeometry> squeezeDimView(
-    const at::Tensor& self,
-    c10::ArrayRef<c10::IValue> args) {
-  const auto dim = wrapDim(args[1].toInt(), self.dim());
-  if (!dim) {
-    return std::nullopt;
-  }
-  auto g = geometryOf(self);
-  if (g.sizes[*dim] == 1) {
-    g.sizes.erase(g.sizes.begin() + *dim);
-    g.strides.erase(g.strides.begin() + *dim);
-  }
-  return g;
-}
-
-std::optional<ViewGeometry> asStridedView(
-    const at::Tensor& self,
-    c10::ArrayRef<c10::IValue> args) {
-  ViewGeometry g{
-      args[1].toDimVector(),
-      args[2].toDimVector(),
-      args[3].isNone() ? self.storage_offset() : args[3].toInt()};
-  if (g.sizes.size() != g.strides.size() || g.offset < 0) {
-    return std::nullopt;
-  }
-  // Within the base's extent, as the meta kernel checks against the storage
-  // it is given.
-  int64_t last = g.offset;
-  for (size_t d = 0; d < g.sizes.size(); ++d) {
-    if (g.sizes[d] < 0 || g.strides[d] < 0) {
-      return std::nullopt;
-    }
-    if (g.sizes[d] == 0) {
-      return g;
-    }
-    last += (g.sizes[d] - 1) * g.strides[d];
-  }
-  return last < extent(self) ? std::optional<ViewGeometry>(std::move(g))
-                             : std::nullopt;
-}
-
-std::optional<ViewGeometry> diagonalView(
-    const at::Tensor& self,
-    c10::ArrayRef<c10::IValue> args) {
-  const auto offset = args[1].toInt();
-  const auto d1 = wrapDim(args[2].toInt(), self.dim());
-  const auto d2 = wrapDim(args[3].toInt(), self.dim());
-  if (!d1 || !d2 || *d1 == *d2) {
-    return std::nullopt;
-  }
-  // As at::native::diagonal.
-  auto g = geometryOf(self);
-  int64_t diag_size = 0;
-  if (offset >= 0) {
-    diag_size =
-        std::max<int64_t>(std::min(g.sizes[*d1], g.sizes[*d2] - offset), 0);
-  } else {
-    diag_size =
-        std::max<int64_t>(std::min(g.sizes[*d1] + offset, g.sizes[*d2]), 0);
-  }
-  if (diag_size > 0) {
-    g.offset +=
-        offset >= 0 ? offset * g.strides[*d2] : -offset * g.strides[*d1];
-  }
-  const auto diag_stride = g.strides[*d1] + g.strides[*d2];
-  const auto hi = std::max(*d1, *d2);
-  const auto lo = std::min(*d1, *d2);
-  for (const auto d : {hi, lo}) {
-    g.sizes.erase(g.sizes.begin() + d);
-    g.strides.erase(g.strides.begin() + d);
-  }
-  g.sizes.push_back(diag_size);
-  g.strides.push_back(diag_stride);
-  return g;
-}
-
-// The kernel of a common view operator: its metadata computed directly, by
-// `direct`, and the meta kernel's path (viewKernel) for anything else.
-template <DirectView direct>
-void directViewKernel(
-    const c10::OperatorHandle& op,
-    c10::DispatchKeySet ks,
-    torch::jit::Stack* stack) {
-  const auto n = op.schema().arguments().size();
-  const auto args = torch::jit::last(*stack, n);
-  const at::Tensor& base = args[0].toTensor();
-  if (maybePayloadImpl(base) != nullptr) {
-    if (auto g = direct(base, args)) {
-      auto view =
-          viewOn(base, base.scalar_type(), g->sizes, g->strides, g->offset);
-      torch::jit::drop(*stack, n);
-      stack->push_back(std::move(view));
-      return;
-    }
-  }
-  viewKernel(op, ks, stack);
-}
-
-// View operators whose metadata is computed directly (the common ones).
-using MakeKernel = torch::CppFunction (*)();
-template <DirectView direct>
-constexpr MakeKernel kDirect =
-    &torch::CppFunction::makeFromBoxedFunction<&directViewKernel<direct>>;
-
-constexpr std::pair<const char*, MakeKernel> kDirectViewOps[] = {
-    {"alias", kDirect<&sameView>},
-    {"as_strided", kDirect<&asStridedView>},
-    {"detach", kDirect<&sameView>},
-    {"diagonal", kDirect<&diagonalView>},
-    {"expand", kDirect<&expandView>},
-    {"lift_fresh", kDirect<&sameView>},
-    {"permute", kDirect<&permuteView>},
-    {"select.int", kDirect<&selectView>},
-    {"slice.Tensor", kDirect<&sliceView>},
-    {"squeeze", kDirect<&squeezeView>},
-    {"squeeze.dim", kDirect<&squeezeDimView>},
-    {"t", kDirect<&tView>},
-    {"transpose.int", kDirect<&transposeIntView>},
-    {"unsqueeze", kDirect<&unsqueezeView>},
-    {"view", kDirect<&viewView>},
-    {"_unsafe_view", kDirect<&viewView>},
-};
-
-// Operators that return views of (or alias) their first argument, and whose
-// metadata their meta kernel computes (the rest of them, and every one where
-// kDirectViewOps' functions decline). Overloads that a torch release lacks
-// are skipped.
-// Only operators with an autograd formula of their own: a PrivateUse1 kernel
-// for a CompositeImplicitAutograd one (narrow, chunk) would take the place of
-// its decomposition under autograd too, and leave it without a derivative.
-constexpr const char* kViewOps[] = {
-    "split.Tensor",
-    "split_with_sizes",
-    "squeeze.dims",
-    "unbind.int",
-    "unfold",
-    "_reshape_alias",
-};
-
 void fallbackKernel(
     const c10::OperatorHandle& op,
     c10::DispatchKeySet /*ks*/,
@@ -2185,180 +1491,6 @@ void fallbackKernel(
 
 } // namespace
 
-c10::ScalarType scalarTypeOf(py::handle dtype) {
-  if (THPDtype_Check(dtype.ptr())) {
-    return reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type;
-  }
-  // Keyed by the dtype object (NumPy's are singletons); keys are kept alive.
-  static std::unordered_map<PyObject*, c10::ScalarType> cache;
-  auto it = cache.find(dtype.ptr());
-  if (it != cache.end()) {
-    return it->second;
-  }
-  static const std::unordered_map<std::string, c10::ScalarType> names = {
-      {"bool", c10::kBool},
-      {"uint8", c10::kByte},
-      {"int8", c10::kChar},
-      {"int16", c10::kShort},
-      {"int32", c10::kInt},
-      {"int64", c10::kLong},
-      {"float16", c10::kHalf},
-      {"bfloat16", c10::kBFloat16},
-      {"float32", c10::kFloat},
-      {"float64", c10::kDouble},
-      {"complex64", c10::kComplexFloat},
-      {"complex128", c10::kComplexDouble},
-  };
-  const auto name = py::str(dtype).cast<std::string>();
-  auto found = names.find(name);
-  TORCH_CHECK_TYPE(
-      found != names.end(),
-      "expected a payload dtype such as float32, but got ",
-      name);
-  cache.emplace(dtype.inc_ref().ptr(), found->second);
-  return found->second;
-}
-
-c10::DimVector toInts(py::handle seq, const char* what) {
-  const auto fail = [&]() {
-    TORCH_CHECK_TYPE(
-        false,
-        "expected ",
-        what,
-        " to be a sequence of ints, but got ",
-        py::str(py::type::handle_of(seq)).cast<std::string>());
-  };
-  PyObject* obj = seq.ptr();
-  if (PyUnicode_Check(obj) || PyBytes_Check(obj) || !PySequence_Check(obj)) {
-    fail();
-  }
-  // A new reference to `obj` itself for a tuple or list (payload shapes are
-  // tuples), else a list of the items.
-  PyObject* fast = PySequence_Fast(obj, "");
-  if (fast == nullptr) {
-    PyErr_Clear();
-    fail();
-  }
-  const auto items = py::reinterpret_steal<py::object>(fast);
-  const auto n = PySequence_Fast_GET_SIZE(fast);
-  PyObject** item = PySequence_Fast_ITEMS(fast);
-  c10::DimVector out(n);
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    if (PyFloat_Check(item[i])) {
-      fail();
-    }
-    out[i] = PyLong_AsLongLong(item[i]); // __index__ for non-ints
-    if (out[i] == -1 && PyErr_Occurred()) {
-      PyErr_Clear();
-      fail();
-    }
-  }
-  return out;
-}
-
-at::Tensor wrap(
-    py::handle payload,
-    c10::DeviceIndex device_index,
-    std::optional<c10::IntArrayRef> sizes,
-    std::optional<c10::ScalarType> dtype,
-    std::optional<c10::IntArrayRef> strides) {
-  const PayloadFields fields(payload);
-  // What the payload says of itself, where it says it, and what the caller
-  // says must agree: a tensor reads its payload through this metadata, so a
-  // dtype, shape or layout the payload does not have would read other memory
-  // than the payload's.
-  // Each attribute is read once: for payloads that are neither tensors nor
-  // NumPy arrays, every read is a Python call.
-  auto own_sizes = fields.maybeSizes();
-  if (!own_sizes && !sizes) {
-    own_sizes = fields.sizes(); // Raises the missing attribute's error.
-  }
-  c10::DimVector s;
-  if (own_sizes) {
-    s = std::move(*own_sizes);
-    TORCH_CHECK_VALUE(
-        !sizes || sizes->equals(s),
-        "expected shape to be the payload's own shape ",
-        c10::IntArrayRef(s),
-        ", but got ",
-        *sizes);
-  } else {
-    s.assign(sizes->begin(), sizes->end());
-  }
-  const bool payload_has_shape = own_sizes.has_value();
-  for (const auto size : s) {
-    TORCH_CHECK_VALUE(
-        size >= 0,
-        "expected non-negative sizes, but got ",
-        c10::IntArrayRef(s));
-  }
-  auto own_dtype = fields.maybeDtype();
-  if (!own_dtype && !dtype) {
-    own_dtype = fields.dtype(); // Raises the missing attribute's error.
-  }
-  c10::ScalarType st{};
-  if (own_dtype) {
-    st = *own_dtype;
-    TORCH_CHECK_VALUE(
-        !dtype || *dtype == st,
-        "expected dtype to be the payload's own dtype ",
-        st,
-        ", but got ",
-        *dtype);
-  } else {
-    st = *dtype;
-  }
-  auto own_strides = fields.maybeStrides(s, st);
-  c10::DimVector st_strides;
-  if (strides && !own_strides) {
-    st_strides.assign(strides->begin(), strides->end());
-    TORCH_CHECK_VALUE(
-        st_strides.size() == s.size(),
-        "expected one stride per dimension (",
-        s.size(),
-        "), but got ",
-        st_strides.size());
-    for (const auto stride : st_strides) {
-      TORCH_CHECK_VALUE(
-          stride >= 0,
-          "expected non-negative strides, but got ",
-          c10::IntArrayRef(st_strides));
-    }
-    // Within the payload's elements, where the payload says how many it has.
-    if (payload_has_shape) {
-      const auto numel = c10::multiply_integers(s);
-      int64_t last = 0;
-      bool empty = false;
-      for (size_t d = 0; d < s.size(); ++d) {
-        empty = empty || s[d] == 0;
-        last += (s[d] - 1) * st_strides[d];
-      }
-      TORCH_CHECK_VALUE(
-          empty || last < numel,
-          "expected strides ",
-          c10::IntArrayRef(st_strides),
-          " for shape ",
-          c10::IntArrayRef(s),
-          " to stay within the payload's ",
-          numel,
-          " elements, but they reach element ",
-          last);
-    }
-  } else {
-    st_strides =
-        own_strides ? std::move(*own_strides) : c10::contiguous_strides(s);
-    TORCH_CHECK_VALUE(
-        !strides || strides->equals(st_strides),
-        "expected strides to be the payload's own strides ",
-        c10::IntArrayRef(st_strides),
-        " (in elements), but got ",
-        *strides);
-  }
-  auto slot = c10::make_intrusive<PayloadSlot>(device_index);
-  slot->bind(payload, s, st_strides, st);
-  return makePayloadTensor(std::move(slot), st, device_index, s, st_strides, 0);
-}
-
 void checkCopyOverlap(const at::Tensor& dst, const at::Tensor& src) {
   static const auto op =
       c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
@@ -2370,311 +1502,20 @@ at::Tensor resolveBits(const at::Tensor& t) {
   return at::resolve_neg(at::resolve_conj(t));
 }
 
-namespace {
-
-// Writes the payload `value` (of the tensor's shape and dtype) into the
-// payload of `tensor` through the backend's copy_into function. A backend
-// whose payloads are immutable returns a new payload, which replaces that of
-// a whole-payload tensor laid out as the slot is.
-void writeInto(const at::Tensor& tensor, py::handle value) {
-  auto& impl = payloadImpl(tensor);
-  TORCH_CHECK(
-      copy_fn != nullptr,
-      "the ",
-      c10::get_privateuse1_backend(),
-      " backend has no copy_into function, so a payload cannot be written "
-      "into a tensor that shares its payload; register one with "
-      "torch_acc.library.impl_payload(copy_into=...)");
-  const py::object given = materialize(tensor);
-  const py::object result = py::handle(copy_fn)(given, value);
-  if (result.is(given) || result.is_none()) {
-    return;
-  }
-  auto& slot = *impl.slot();
-  const PayloadFields fields(result);
-  const auto dtype = fields.dtype();
-  const auto sizes = fields.sizes();
-  TORCH_CHECK(
-      impl.isWholePayload() && dtype == tensor.scalar_type() &&
-          c10::IntArrayRef(sizes).equals(slot.sizes) &&
-          c10::IntArrayRef(fields.strides(sizes, dtype)).equals(slot.strides),
-      "the ",
-      c10::get_privateuse1_backend(),
-      " backend's copy_into returned a new payload (",
-      dtype,
-      " ",
-      c10::IntArrayRef(sizes),
-      ") for a tensor of ",
-      tensor.scalar_type(),
-      " ",
-      tensor.sizes(),
-      " that shares its payload with other tensors",
-      impl.isWholePayload() ? "" : " (a view)",
-      "; copy_into must write into the payload it is given, or return one "
-      "laid out as it is");
-  slot.bind(result, slot.sizes, slot.strides, dtype);
-}
-
-} // namespace
-
-void rebind(const at::Tensor& tensor, py::handle result) {
-  auto& impl = payloadImpl(tensor);
-  const PayloadFields fields(result);
-  const auto dtype = fields.dtype();
-  TORCH_CHECK(
-      dtype == tensor.scalar_type(),
-      "expected a ",
-      tensor.scalar_type(),
-      " payload for a tensor of dtype ",
-      tensor.scalar_type(),
-      ", but got ",
-      dtype);
-  const auto sizes = fields.sizes();
-  const auto strides = fields.strides(sizes, dtype);
-  auto& slot = *impl.slot();
-  if (!slot.object || impl.slot().use_count() == 1) {
-    // No other tensor reads this payload: the result replaces it.
-    slot.bind(result, sizes, strides, dtype);
-    impl.set_sizes_and_strides(sizes, strides, 0);
-    return;
-  }
-  if (impl.isWholePayload() && c10::IntArrayRef(sizes).equals(slot.sizes) &&
-      c10::IntArrayRef(strides).equals(slot.strides)) {
-    // Laid out as the payload it replaces: every alias and view reads the
-    // same elements of it.
-    slot.bind(result, sizes, strides, dtype);
-    return;
-  }
-  // Shared with aliases or views, which must see the change as on CPU: the
-  // tensor is resized as resize_ does (its payload grows, keeping its
-  // elements, when the new size needs more), then the values are written.
-  if (!tensor.sizes().equals(sizes)) {
-    resizePayloadTensor(tensor, sizes, std::nullopt);
-  }
-  writeInto(tensor, result);
-}
-
-void bindPayload(const at::Tensor& tensor, py::handle payload) {
-  auto& impl = payloadImpl(tensor);
-  if (!impl.slot()->object) {
-    TORCH_CHECK(
-        tensor.storage_offset() == 0,
-        "expected a tensor at storage offset 0 to set the payload of, but "
-        "got offset ",
-        tensor.storage_offset());
-    impl.slot()->bind(
-        payload, tensor.sizes(), tensor.strides(), tensor.scalar_type());
-    return;
-  }
-  rebind(tensor, payload);
-}
-
-void resizePayloadTensor(
-    const at::Tensor& tensor,
-    c10::IntArrayRef sizes,
-    std::optional<c10::MemoryFormat> memory_format) {
-  auto& impl = payloadImpl(tensor);
-  for (const auto size : sizes) {
-    TORCH_CHECK(
-        size >= 0,
-        "Trying to create tensor with negative dimension ",
-        size,
-        ": ",
-        sizes);
-  }
-  if (tensor.sizes().equals(sizes) && !memory_format) {
-    return; // As on CPU: the same size keeps the strides.
-  }
-  const auto strides = c10::DimVector(
-      at::empty(sizes, tensor.options().device(c10::kMeta))
-          .contiguous(memory_format.value_or(c10::MemoryFormat::Contiguous))
-          .strides());
-  const auto needed = layoutExtent(sizes, strides) == 0
-      ? 0
-      : tensor.storage_offset() + layoutExtent(sizes, strides);
-  auto& slot = *impl.slot();
-  const auto available = slot.extent();
-  if (needed > available) {
-    // A larger payload for every tensor on the slot, with the elements of the
-    // old one where they were (as CPU's storage grows, keeping its bytes).
-    auto grown = at::empty({needed}, tensor.options());
-    if (available > 0) {
-      const auto whole = makePayloadTensor(
-          impl.slot(),
-          tensor.scalar_type(),
-          tensor.device().index(),
-          slot.sizes,
-          slot.strides,
-          0);
-      grown.as_strided(slot.sizes, slot.strides, 0).copy_(whole);
-    }
-    const auto& fresh = *payloadImpl(grown).slot();
-    const GilForCall gil; // resize_ reaches this without the GIL
-    slot.bind(fresh.get(), fresh.sizes, fresh.strides, tensor.scalar_type());
-  }
-  impl.set_sizes_and_strides(sizes, strides, tensor.storage_offset());
-}
-
-py::object materialize(const at::Tensor& tensor) {
-  auto& impl = payloadImpl(tensor);
-  const auto& slot = *impl.slot();
-  TORCH_CHECK(
-      static_cast<bool>(slot.object),
-      "a tensor on ",
-      tensor.device(),
-      " has no payload: it was made by create_empty_tensor() and never given "
-      "one (set_payload)");
-  if (impl.isWholePayload()) {
-    return slot.get();
-  }
-  TORCH_CHECK(
-      view_fn != nullptr,
-      "the ",
-      c10::get_privateuse1_backend(),
-      " backend has no as_strided function, so views of its tensors cannot "
-      "be given to its kernels; register one with "
-      "torch_acc.library.impl_payload(as_strided=...)");
-  return py::handle(view_fn)(
-      slot.get(),
-      py::tuple(py::cast(tensor.sizes().vec())),
-      py::tuple(py::cast(tensor.strides().vec())),
-      tensor.storage_offset());
-}
-
-void setCopyFunction(py::object fn) {
-  TORCH_CHECK(copy_fn == nullptr, "copy_into is already set for this backend");
-  copy_fn = fn.release().ptr();
-}
-
 bool setCheckKernels(bool enabled) {
   return check_kernels.exchange(enabled);
 }
 
-void setViewFunction(py::object fn) {
-  TORCH_CHECK(view_fn == nullptr, "as_strided is already set for this backend");
-  view_fn = fn.release().ptr();
-}
-
 void registerKernel(const std::string& name, py::object fn) {
-  const auto qualified =
-      name.rfind("aten::", 0) == 0 ? name : std::string("aten::") + name;
-  const auto dot = qualified.find('.');
-  const auto op_name = qualified.substr(0, dot);
-  const auto overload =
-      dot == std::string::npos ? "" : qualified.substr(dot + 1);
-  const auto handle =
-      c10::Dispatcher::singleton().findSchema({op_name, overload});
+  const auto handle = findAtenOp(name);
   TORCH_CHECK_VALUE(
       handle.has_value(),
       "expected the name of an aten operator overload such as 'add.Tensor', "
       "but got '",
       name,
       "'");
-  newLibrary().impl(qualified.c_str(), makeKernel(std::move(fn), *handle));
-}
-
-void registerViewKernels() {
-  static bool done = false;
-  if (done) {
-    return;
-  }
-  done = true;
-  auto& lib = newLibrary();
-  const auto add = [&](const char* name, MakeKernel make) {
-    const std::string qualified = std::string("aten::") + name;
-    const auto dot = qualified.find('.');
-    const auto op_name = qualified.substr(0, dot);
-    const auto overload =
-        dot == std::string::npos ? "" : qualified.substr(dot + 1);
-    if (c10::Dispatcher::singleton().findSchema({op_name, overload})) {
-      lib.impl(qualified.c_str(), make());
-    }
-  };
-  for (const auto& [name, make] : kDirectViewOps) {
-    add(name, make);
-  }
-  for (const char* name : kViewOps) {
-    add(name, &torch::CppFunction::makeFromBoxedFunction<&viewKernel>);
-  }
-  for (const char* name : kInplaceViewOps) {
-    add(name, &torch::CppFunction::makeFromBoxedFunction<&inplaceViewKernel>);
-  }
-  add("view.dtype",
-      &torch::CppFunction::makeFromBoxedFunction<&viewDtypeKernel>);
-  add("resize_", &torch::CppFunction::makeFromBoxedFunction<&resizeKernel>);
-}
-
-#if TORCH_ACC_DETACH_COPIES_FRESH_RESULT
-// detach() in place of its Autograd and ADInplaceOrView kernels for
-// PrivateUse1: a result that the backend's kernel made fresh becomes the
-// non-differentiable view itself, as later releases make it, instead of a
-// shallow copy without its Python object. Otherwise a gradient that
-// AccumulateGrad steals through detach() reaches Python as a plain Tensor, not
-// as the backend's subclass that its kernels returned (issue 13, item 19).
-at::Tensor detachKeepingFreshResult(
-    c10::DispatchKeySet ks,
-    const at::Tensor& self) {
-  at::Tensor out;
-  {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    out = at::_ops::detach::redispatch(
-        ks & c10::after_ADInplaceOrView_keyset, self);
-  }
-  // Fresh: not the input, and referenced from nowhere else (a Python object
-  // that the impl owns does not count; one that Python still holds does).
-  if (out.defined() && !out.is_same(self) && out.use_count() == 1) {
-    auto* impl = out.unsafeGetTensorImpl();
-    impl->set_version_counter(torch::autograd::impl::version_counter(self));
-    impl->set_allow_tensor_metadata_change(false);
-    impl->set_autograd_meta(nullptr);
-    return out;
-  }
-  return torch::autograd::make_variable_non_differentiable_view(
-      self, out, /*allow_tensor_metadata_change=*/false);
-}
-#endif
-
-// The autograd fallback that torch registers for its own devices' Autograd
-// keys (VariableFallbackKernel.cpp): an operator without an autograd kernel
-// runs, and a backward through it warns or raises as
-// torch._C._set_autograd_fallback_mode says.
-void autogradFallback(
-    const c10::OperatorHandle& op,
-    c10::DispatchKeySet ks,
-    torch::jit::Stack* stack) {
-  at::impl::GetVariableHooks()->basic_autograd_not_implemented_fallback(
-      op, ks, stack);
-}
-
-void registerAutogradKernels() {
-  static bool done = false;
-  if (done) {
-    return;
-  }
-  done = true;
-  const auto autograd_library = [](const char* ns) -> torch::Library& {
-    libraries().push_back(
-        std::make_unique<torch::Library>(
-            torch::Library::IMPL,
-            ns,
-            std::optional<c10::DispatchKey>(
-                c10::DispatchKey::AutogradPrivateUse1),
-            __FILE__,
-            __LINE__));
-    return *libraries().back();
-  };
-  // torch 2.6 leaves AutogradPrivateUse1 without that fallback ("maybe the
-  // extension wants to override it"), so every operator without an autograd
-  // kernel of its own (functional collectives, custom operators) fails under
-  // autograd on PrivateUse1; later releases register it as for CPU.
-  if (!c10::Dispatcher::singleton().hasBackendFallbackForDispatchKey(
-          c10::DispatchKey::AutogradPrivateUse1)) {
-    autograd_library("_").fallback(
-        torch::CppFunction::makeFromBoxedFunction<&autogradFallback>());
-  }
-#if TORCH_ACC_DETACH_COPIES_FRESH_RESULT
-  autograd_library("aten").impl("detach", TORCH_FN(detachKeepingFreshResult));
-#endif
+  newLibrary().impl(
+      qualifiedAtenName(name).c_str(), makeKernel(std::move(fn), *handle));
 }
 
 void setFallback(py::object fn) {

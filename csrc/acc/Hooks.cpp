@@ -5,7 +5,10 @@
 #include <torch/csrc/acc/PayloadTensor.h>
 
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/ApproximateClock.h>
+#include <torch/csrc/profiler/stubs/base.h>
 #if TORCH_ACC_GENERATOR_REGISTRY
 #include <ATen/core/GeneratorForPrivateuseone.h>
 #endif
@@ -353,10 +356,70 @@ const at::Generator& Hooks::getDefaultGenerator(
 
 namespace {
 std::atomic<const Hooks*> registered{nullptr};
+
+using ProfilerEvent = torch::profiler::impl::ProfilerVoidEventStub;
+
+// The device side of torch.profiler for PrivateUse1 (its
+// KINETO_PRIVATEUSE1_FALLBACK state). A Python backend's kernel returns when
+// its work is done, so the device is busy exactly while a kernel runs: an
+// event is the kernel time of the recording thread so far (kernelTimeNs()),
+// and an operator's device time, between the events the profiler records when
+// it enters and when it leaves the operator, is the time its kernels ran (its
+// nested operators' included).
+class ProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
+ public:
+  void record(c10::DeviceIndex* device, ProfilerEvent* event, int64_t* cpu_ns)
+      const override {
+    if (device != nullptr) {
+      *device = guard().getDevice().index();
+    }
+    *event = std::make_shared<int64_t>(kernelTimeNs());
+    if (cpu_ns != nullptr) {
+      *cpu_ns = c10::getTime();
+    }
+  }
+
+  // Microseconds, as CUDA's stubs answer.
+  float elapsed(const ProfilerEvent* start, const ProfilerEvent* end)
+      const override {
+    // The profiler asks only for pairs it recorded (KinetoEvent's elapsed
+    // time is -1 without them).
+    TORCH_INTERNAL_ASSERT(start != nullptr && *start && end != nullptr && *end);
+    const auto from = *static_cast<const int64_t*>(start->get());
+    const auto to = *static_cast<const int64_t*>(end->get());
+    return static_cast<float>(to - from) / 1000.0f;
+  }
+
+  // A Python device has no timeline of its own to mark: its work runs on the
+  // host, where the profiler's CPU events already show it.
+  void mark(const char* /*name*/) const override {}
+  void rangePush(const char* /*name*/) const override {}
+  void rangePop() const override {}
+
+  bool enabled() const override {
+    return true;
+  }
+
+  void onEachDevice(std::function<void(int)> op) const override {
+    for (c10::DeviceIndex i = 0; i < guard().deviceCount(); ++i) {
+      c10::DeviceGuard on(c10::Device(kPrivateUse1, i));
+      op(i);
+    }
+  }
+
+  void synchronize() const override {
+    guard().synchronizeDevice(guard().getDevice().index());
+  }
+};
 } // namespace
 
 const Hooks* pythonHooks() {
   return registered.load();
+}
+
+int64_t& kernelTimeNs() {
+  thread_local int64_t ns = 0;
+  return ns;
 }
 
 bool registerHooks(py::handle hooks) {
@@ -371,6 +434,10 @@ bool registerHooks(py::handle hooks) {
   auto* ours = new Hooks(hooks);
   at::RegisterPrivateUse1HooksInterface(ours);
   registered = ours;
+  // The profiler keeps a raw pointer to it. A function static, as CUDA's stubs
+  // are: destroyed at exit, when no profiler runs any more.
+  static ProfilerStubs profiler_stubs;
+  torch::profiler::impl::registerPrivateUse1Methods(&profiler_stubs);
 #if TORCH_ACC_GENERATOR_REGISTRY
   static at::_GeneratorRegister generators([](c10::DeviceIndex index) {
     return at::detail::getPrivateUse1Hooks().getNewGenerator(index);

@@ -127,4 +127,11 @@ const Hooks* pythonHooks();
 // nothing, when PrivateUse1 already has hooks.
 bool registerHooks(py::handle hooks);
 
+// The device time of torch.profiler: the nanoseconds this thread has spent in
+// a backend's kernels while a profiler was on. The kernel bridge adds each
+// kernel call's time; the profiler's device events (Hooks.cpp) read it, so
+// that an operator's device time is the time its kernels ran, nothing on an
+// operator that ran none.
+int64_t& kernelTimeNs();
+
 } // namespace torch::acc

@@ -2,19 +2,24 @@
 
 #include <torch/csrc/Device.h>
 #include <torch/csrc/Exceptions.h>
+#include <torch/csrc/acc/Allocator.h>
 #include <torch/csrc/acc/Autocast.h>
 #include <torch/csrc/acc/Bridge.h>
 #include <torch/csrc/acc/DeviceGuard.h>
 #include <torch/csrc/acc/EmptyTensor.h>
 #include <torch/csrc/acc/Hooks.h>
+#include <torch/csrc/acc/Payload.h>
 #include <torch/csrc/acc/PayloadTensor.h>
+#include <torch/csrc/acc/Registration.h>
 #include <torch/csrc/acc/Shutdown.h>
+#include <torch/csrc/acc/Views.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/csrc/utils/python_numbers.h>
 #include <torch/csrc/utils/python_strings.h>
 
 #include <ATen/Context.h>
+#include <ATen/ScalarOps.h>
 
 namespace torch::acc {
 
@@ -422,6 +427,17 @@ void initBindings(PyObject* module) {
       "must be the replaced one's: every tensor keeps its elements.");
 
   m.def(
+      "mark_shared_memory",
+      [](const at::Tensor& a, const at::Tensor& b) {
+        PayloadSlot::shareMemory(payloadImpl(a).slot(), payloadImpl(b).slot());
+      },
+      py::arg("a"),
+      py::arg("b"),
+      "Records that the payloads of `a` and `b` share memory (an "
+      "element-size view and its base): while both live, neither can grow "
+      "(resize_), which would end the sharing.");
+
+  m.def(
       "payload_nbytes",
       [](const at::Tensor& tensor) {
         return payloadImpl(tensor).slot()->nbytes();
@@ -504,6 +520,34 @@ void initBindings(PyObject* module) {
       "Raises CPU's error where dst.copy_(src) writes elements it reads.");
 
   m.def(
+      "wrapped_number",
+      [](py::handle value) {
+        c10::Scalar scalar;
+        if (PyBool_Check(value.ptr())) {
+          scalar = value.ptr() == Py_True;
+        } else if (THPUtils_checkLong(value.ptr())) {
+          scalar = THPUtils_unpackLong(value.ptr());
+        } else if (PyFloat_Check(value.ptr())) {
+          scalar = THPUtils_unpackDouble(value.ptr());
+        } else if (PyComplex_Check(value.ptr())) {
+          scalar = THPUtils_unpackComplexDouble(value.ptr());
+        } else {
+          TORCH_CHECK_TYPE(
+              false,
+              "wrapped_number(): expected a bool, int, float or complex, but "
+              "got ",
+              Py_TYPE(value.ptr())->tp_name);
+        }
+        auto t = at::scalar_to_tensor(scalar);
+        t.unsafeGetTensorImpl()->set_wrapped_number(true);
+        return t;
+      },
+      py::arg("value"),
+      "A CPU tensor holding a Python number as torch wraps one given for a "
+      "Tensor argument: it takes part in type promotion as the number does "
+      "(the bridge gives a kernel such an argument as the number).");
+
+  m.def(
       "set_check_kernels",
       &setCheckKernels,
       py::arg("enabled"),
@@ -515,11 +559,13 @@ void initBindings(PyObject* module) {
       [](py::object fn) {
         setFallback(std::move(fn));
         registerAutogradKernels();
+        registerDispatchStubs();
       },
       py::arg("fn"),
       "Installs fn(op_name, overload_name, args, kwargs) as the PrivateUse1 "
-      "fallback for operators without a kernel, and the autograd kernels that "
-      "keep what the backend's kernels return.");
+      "fallback for operators without a kernel, the autograd kernels that "
+      "keep what the backend's kernels return, and the DispatchStub entries "
+      "that reach the backend's kernels.");
 }
 
 void initModule(PyObject* module) {

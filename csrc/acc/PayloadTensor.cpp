@@ -1,8 +1,7 @@
 #include <torch/csrc/acc/PayloadTensor.h>
 
-#include <torch/csrc/acc/Hooks.h>
-
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/core/Allocator.h>
 
 #include <array>
@@ -21,6 +20,10 @@ int64_t layoutExtent(c10::IntArrayRef sizes, c10::IntArrayRef strides) {
     last += (sizes[d] - 1) * strides[d];
   }
   return last + 1;
+}
+
+int64_t tensorExtent(const at::Tensor& t) {
+  return t.storage_offset() + layoutExtent(t.sizes(), t.strides());
 }
 
 namespace {
@@ -55,35 +58,61 @@ MemoryCounters* memoryCounters(c10::DeviceIndex device) {
   return device >= 0 ? &(*counters)[static_cast<size_t>(device)] : nullptr;
 }
 
-void countAllocation(c10::DeviceIndex device, int64_t nbytes) {
+// A memory event for torch.profiler(profile_memory=True), as an allocator
+// reports one: `nbytes` more (or, negative, fewer) at `slot`, and the device's
+// figures after it. Not once the interpreter finalizes: then the thread's
+// profiler state may be gone (the main thread's thread-locals are destroyed
+// before the slots that static destruction releases).
+void reportToProfiler(
+    const void* slot,
+    c10::DeviceIndex device,
+    int64_t nbytes,
+    int64_t total) {
+  if (Py_IsInitialized() && c10::memoryProfilingEnabled()) {
+    c10::reportMemoryUsageToProfiler(
+        const_cast<void*>(slot),
+        nbytes,
+        static_cast<size_t>(total),
+        static_cast<size_t>(total),
+        c10::Device(c10::DeviceType::PrivateUse1, device));
+  }
+}
+
+void countAllocation(
+    const void* slot,
+    c10::DeviceIndex device,
+    int64_t nbytes) {
   auto* c = memoryCounters(device);
   if (c == nullptr) {
     return;
   }
   constexpr auto relaxed = std::memory_order_relaxed;
-  raisePeak(c->peak_bytes, c->bytes.fetch_add(nbytes, relaxed) + nbytes);
+  const auto total = c->bytes.fetch_add(nbytes, relaxed) + nbytes;
+  raisePeak(c->peak_bytes, total);
   raisePeak(c->peak_count, c->count.fetch_add(1, relaxed) + 1);
   c->allocated_bytes.fetch_add(nbytes, relaxed);
   c->allocated_count.fetch_add(1, relaxed);
+  reportToProfiler(slot, device, nbytes, total);
 }
 
-void countRelease(c10::DeviceIndex device, int64_t nbytes) {
+void countRelease(const void* slot, c10::DeviceIndex device, int64_t nbytes) {
   auto* c = memoryCounters(device);
   if (c == nullptr) {
     return;
   }
   constexpr auto relaxed = std::memory_order_relaxed;
-  c->bytes.fetch_sub(nbytes, relaxed);
+  const auto total = c->bytes.fetch_sub(nbytes, relaxed) - nbytes;
   c->count.fetch_sub(1, relaxed);
   c->freed_bytes.fetch_add(nbytes, relaxed);
   c->freed_count.fetch_add(1, relaxed);
+  reportToProfiler(slot, device, -nbytes, total);
 }
 
 } // namespace
 
 PayloadSlot::~PayloadSlot() {
   if (object) {
-    countRelease(device_, nbytes_);
+    countRelease(this, device_, nbytes_);
   }
 }
 
@@ -93,7 +122,7 @@ void PayloadSlot::bind(
     c10::IntArrayRef new_strides,
     c10::ScalarType dtype) {
   if (object) {
-    countRelease(device_, nbytes_);
+    countRelease(this, device_, nbytes_);
   }
   object = OwnedPyObject(payload);
   if (new_sizes.data() != sizes.data()) { // Not a rebind in place.
@@ -102,11 +131,57 @@ void PayloadSlot::bind(
   }
   nbytes_ = layoutExtent(sizes, strides) *
       static_cast<int64_t>(c10::elementSize(dtype));
-  countAllocation(device_, nbytes_);
+  countAllocation(this, device_, nbytes_);
 }
 
 py::object PayloadSlot::get() const {
   return object.get();
+}
+
+std::vector<c10::intrusive_ptr<PayloadSlot>> PayloadSlot::memorySharers() {
+  std::vector<c10::intrusive_ptr<PayloadSlot>> live;
+  std::vector<c10::weak_intrusive_ptr<PayloadSlot>> kept;
+  for (const auto& weak : shares_memory_with_) {
+    if (auto slot = weak.lock()) {
+      live.push_back(slot);
+      kept.push_back(weak);
+    }
+  }
+  shares_memory_with_ = std::move(kept);
+  return live;
+}
+
+void PayloadSlot::shareMemory(
+    const c10::intrusive_ptr<PayloadSlot>& a,
+    const c10::intrusive_ptr<PayloadSlot>& b) {
+  if (a == b) {
+    return;
+  }
+  // Sharing is transitive: a view of a view of z reads z's memory too.
+  auto group = a->memorySharers();
+  group.push_back(a);
+  for (const auto& slot : b->memorySharers()) {
+    group.push_back(slot);
+  }
+  group.push_back(b);
+  for (const auto& x : group) {
+    for (const auto& y : group) {
+      const bool known = x == y ||
+          std::any_of(x->shares_memory_with_.begin(),
+                      x->shares_memory_with_.end(),
+                      [&](const auto& weak) { return weak.lock() == y; });
+      if (!known) {
+        x->shares_memory_with_.emplace_back(y);
+      }
+    }
+  }
+}
+
+bool PayloadSlot::sharesMemory() const {
+  return std::any_of(
+      shares_memory_with_.begin(),
+      shares_memory_with_.end(),
+      [](const auto& weak) { return !weak.expired(); });
 }
 
 PayloadMemoryStats payloadMemoryStats(c10::DeviceIndex device) {
@@ -278,98 +353,6 @@ void PayloadTensorImpl::shallow_copy_from(
   refresh_contiguous();
 }
 
-namespace {
-
-#if TORCH_ACC_HAVE_DEVICE_ALLOCATOR
-using AllocatorBase = c10::DeviceAllocator;
-#else
-using AllocatorBase = c10::Allocator;
-#endif
-
-// It is also the device allocator that torch.accelerator's memory functions
-// ask: its figures are those of the hooks (the backend's own, or else its
-// live payloads').
-class PayloadAllocator final : public AllocatorBase {
- public:
-  c10::DataPtr allocate(size_t n) override {
-    const c10::Device device(c10::DeviceType::PrivateUse1, 0);
-    TORCH_CHECK(
-        n == 0,
-        "cannot allocate ",
-        n,
-        " bytes of storage on ",
-        c10::get_privateuse1_backend(),
-        ": its device data lives in Python payloads, not in storages; "
-        "use .cpu() to get a tensor with storage");
-    return c10::DataPtr(nullptr, device);
-  }
-
-  void copy_data(void* dest, const void* src, std::size_t count)
-      const override {
-    TORCH_CHECK(
-        count == 0,
-        "cannot copy storage bytes on ",
-        c10::get_privateuse1_backend(),
-        ": it has no storage memory");
-  }
-
-#if TORCH_ACC_HAVE_DEVICE_ALLOCATOR
-  bool initialized() override {
-    return true;
-  }
-
-  void emptyCache(c10::MempoolId_t /*mempool_id*/) override {
-    if (const auto* hooks = pythonHooks()) {
-      hooks->emptyCache();
-    }
-  }
-
-  // Payloads are Python objects whose lifetime Python manages; no storage of
-  // ours is reused behind a stream's back.
-  void recordStream(const c10::DataPtr& /*ptr*/, c10::Stream /*stream*/)
-      override {}
-
-  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(
-      c10::DeviceIndex device) override {
-    const auto* hooks = pythonHooks();
-    return hooks ? hooks->memoryStats(device)
-                 : c10::CachingDeviceAllocator::DeviceStats();
-  }
-
-  void resetAccumulatedStats(c10::DeviceIndex device) override {
-    if (const auto* hooks = pythonHooks()) {
-      hooks->resetAccumulatedMemoryStats(device);
-    }
-  }
-
-  void resetPeakStats(c10::DeviceIndex device) override {
-    if (const auto* hooks = pythonHooks()) {
-      hooks->resetPeakMemoryStats(device);
-    }
-  }
-
-  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
-    const auto* hooks = pythonHooks();
-    TORCH_CHECK_NOT_IMPLEMENTED(
-        hooks != nullptr,
-        "the hooks of ",
-        c10::get_privateuse1_backend(),
-        " report no free and total memory");
-    return hooks->memGetInfo(device);
-  }
-#endif
-};
-
-} // namespace
-
-void registerPayloadAllocator() {
-  if (c10::GetAllocator(c10::DeviceType::PrivateUse1) == nullptr) {
-    // A static: the allocator table keeps a raw pointer until exit.
-    static PayloadAllocator allocator;
-    c10::SetAllocator(c10::DeviceType::PrivateUse1, &allocator);
-  }
-}
-
 at::Tensor makePayloadTensor(
     c10::intrusive_ptr<PayloadSlot> slot,
     c10::ScalarType dtype,
@@ -384,6 +367,68 @@ at::Tensor makePayloadTensor(
   tensor.unsafeGetTensorImpl()->set_sizes_and_strides(
       sizes, strides, storage_offset);
   return tensor;
+}
+
+void resizePayloadTensor(
+    const at::Tensor& tensor,
+    c10::IntArrayRef sizes,
+    std::optional<c10::MemoryFormat> memory_format) {
+  auto& impl = payloadImpl(tensor);
+  for (const auto size : sizes) {
+    TORCH_CHECK(
+        size >= 0,
+        "Trying to create tensor with negative dimension ",
+        size,
+        ": ",
+        sizes);
+  }
+  if (tensor.sizes().equals(sizes) && !memory_format) {
+    return; // As on CPU: the same size keeps the strides.
+  }
+  const auto strides = c10::DimVector(
+      at::empty(sizes, tensor.options().device(c10::kMeta))
+          .contiguous(memory_format.value_or(c10::MemoryFormat::Contiguous))
+          .strides());
+  const auto needed = layoutExtent(sizes, strides) == 0
+      ? 0
+      : tensor.storage_offset() + layoutExtent(sizes, strides);
+  auto& slot = *impl.slot();
+  const auto available = slot.extent();
+  if (needed > available) {
+    const GilForCall gil; // resize_ reaches this without the GIL
+    TORCH_CHECK(
+        !slot.sharesMemory(),
+        "cannot resize a tensor on ",
+        tensor.device(),
+        " from ",
+        tensor.sizes(),
+        " to ",
+        sizes,
+        ": its payload shares memory with another tensor's (an element-size "
+        "view and its base: view_as_real, view_as_complex, .real, .imag), and "
+        "a grown payload would no longer share it (CPU grows the storage both "
+        "read). Expected a tensor that has room for ",
+        needed,
+        " elements, but this one has room for ",
+        available,
+        "; pass an out= tensor of the result's shape");
+    // A larger payload for every tensor on the slot, with the elements of the
+    // old one where they were (as CPU's storage grows, keeping its bytes).
+    auto grown = at::empty({needed}, tensor.options());
+    if (available > 0) {
+      const auto whole = makePayloadTensor(
+          impl.slot(),
+          tensor.scalar_type(),
+          tensor.device().index(),
+          slot.sizes,
+          slot.strides,
+          0);
+      grown.as_strided(slot.sizes, slot.strides, 0).copy_(whole);
+    }
+    const auto& fresh = *payloadImpl(grown).slot();
+    slot.bind(fresh.get(), fresh.sizes, fresh.strides, tensor.scalar_type());
+  }
+  impl.set_sizes_and_strides(sizes, strides, tensor.storage_offset());
 }
 
 PayloadTensorImpl* maybePayloadImpl(const at::Tensor& tensor) {

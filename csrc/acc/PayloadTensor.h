@@ -1,10 +1,12 @@
 #pragma once
 
+#include <c10/core/MemoryFormat.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/util/DimVector.h>
 #include <torch/csrc/acc/Shutdown.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +17,10 @@ namespace py = pybind11;
 
 // Elements a payload of this layout spans (the extent of its element space).
 int64_t layoutExtent(c10::IntArrayRef sizes, c10::IntArrayRef strides);
+
+// Elements of storage a tensor's metadata reaches: its offset plus the extent
+// of its layout.
+int64_t tensorExtent(const at::Tensor& t);
 
 // The device data of PrivateUse1 payload tensors: any Python object (a NumPy
 // array, a JAX array, a handle to remote memory...), with the layout the
@@ -42,6 +48,16 @@ struct PayloadSlot final : c10::intrusive_ptr_target {
   // to tell which tensors share data (meta/fake tensor conversion); made on
   // first request.
   OwnedPyObject storage_token;
+  // Records that the payloads of this slot and `other` share memory (an
+  // element-size view and its base: view_as_real, view_as_complex), and so
+  // does every live slot either already shares with. While one of them
+  // lives, neither payload can grow (sharesMemory()): a new one would no
+  // longer share that memory, where CPU grows the storage both tensors read.
+  // Called with the GIL held, as is sharesMemory().
+  static void shareMemory(
+      const c10::intrusive_ptr<PayloadSlot>& a,
+      const c10::intrusive_ptr<PayloadSlot>& b);
+  bool sharesMemory() const;
 
   // Binds `payload` (a new reference is taken), of `dtype` with the given
   // layout.
@@ -62,8 +78,12 @@ struct PayloadSlot final : c10::intrusive_ptr_target {
   }
 
  private:
+  // The live part of shares_memory_with_ (expired entries dropped).
+  std::vector<c10::intrusive_ptr<PayloadSlot>> memorySharers();
+
   c10::DeviceIndex device_;
   int64_t nbytes_ = 0;
+  std::vector<c10::weak_intrusive_ptr<PayloadSlot>> shares_memory_with_;
 };
 
 // The memory figures of a device's payloads: the bytes of the payloads bound
@@ -142,11 +162,14 @@ at::Tensor makePayloadTensor(
     c10::IntArrayRef strides,
     int64_t storage_offset);
 
-// Makes PrivateUse1's allocator one that holds no memory, unless the device
-// already has an allocator. A Python backend keeps its data in payloads, so
-// `torch.UntypedStorage(n, device=...)` with n > 0 raises an error that says so
-// (instead of PyTorch dereferencing a missing allocator).
-void registerPayloadAllocator();
+// resize_ of a payload tensor, as on CPU: the tensor takes the new size with
+// contiguous strides (or those of `memory_format`); its payload, which every
+// alias and view shares, grows when the new size needs more elements than it
+// has, keeping them.
+void resizePayloadTensor(
+    const at::Tensor& tensor,
+    c10::IntArrayRef sizes,
+    std::optional<c10::MemoryFormat> memory_format);
 
 // The payload impl of `tensor`, or nullptr when it is not a payload tensor.
 PayloadTensorImpl* maybePayloadImpl(const at::Tensor& tensor);

@@ -17,23 +17,21 @@ Example::
     tensor(6., device='jax:0')
 """
 
-import sys
-
 import jax
 import torch
 
-from torch_acc import _compat, library, registry
-from torch_acc._C import DeviceGuard, PrivateUse1Hooks
+from torch_acc import library, versions
 from torch_acc.backend_registration import (
     register_compile_backend,
     setup_privateuseone_for_python_backend,
 )
+from torch_acc.device_module import DeviceGuard, PrivateUse1Hooks
 
 from . import _kernels, _payload, _random
 from ._payload import DEVICE, JaxPayload, JaxView
 from ._random import JaxGenerator
 
-__all__ = ["DEVICE", "JaxGenerator", "JaxPayload", "JaxView", "array", "register", "setup"]
+__all__ = ["DEVICE", "JaxGenerator", "JaxPayload", "JaxView", "array", "setup"]
 
 
 def array(tensor: torch.Tensor) -> jax.Array:
@@ -79,16 +77,10 @@ def setup() -> str:
         kernels = dict(_kernels.KERNELS)
         kernels.update(_random.KERNELS)
         for name, kernel in kernels.items():
-            if not _compat.aten_op_removed(name):
+            if not versions.aten_op_removed(name):
                 library.impl(name.removesuffix(".default"), kernel)
         from . import _compile
 
         register_compile_backend(DEVICE, _compile.compile_graph)
         _registered = True
     return DEVICE
-
-
-def register() -> None:
-    """Record the backend, bind nothing: what the ``torch.backends`` entry point
-    (``torch_acc_autoload.jax``) calls."""
-    registry.autoload(DEVICE, sys.modules[__name__])

@@ -10,7 +10,7 @@ lowering (or draws random numbers) runs op by op on the device instead.
 import jax
 import torch
 
-from torch_acc import _C
+import torch_acc
 
 from ._kernels import cast_results, LOWERINGS
 from ._payload import JaxPayload
@@ -125,7 +125,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs):
                 arrays.append(jax.numpy.asarray(t.detach().numpy()))
             else:
                 device = t.device
-                arrays.append(_C.payload(t).array)
+                arrays.append(torch_acc.payload(t).array)
         if traced:
             outs = jitted(*arrays)
         else:
@@ -137,7 +137,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs):
             traced = True
         flat = outs if isinstance(outs, tuple | list) else (outs,)
         result = [
-            _C.wrap(JaxPayload(o), device=device) if isinstance(o, jax.Array) else o for o in flat
+            torch_acc.wrap(JaxPayload(o), device=device) if isinstance(o, jax.Array) else o
+            for o in flat
         ]
         return result if isinstance(outs, tuple | list) else result[0]
 

@@ -17,6 +17,8 @@ import numpy as np
 import torch
 from jax import lax
 
+from torch_acc.device_module import current_device
+
 from ._payload import dense_layout, jax_dtype, JaxPayload, JaxView
 
 
@@ -29,6 +31,11 @@ def _unwrap(x):
     return x
 
 
+#: Arguments that go to a meta function as they are, and key its cached answer by value:
+#: ``clone(memory_format=torch.contiguous_format)`` is contiguous whatever its input's layout.
+_PLAIN = (int, float, bool, str, complex, torch.dtype, torch.memory_format, torch.layout)
+
+
 def _key(x):
     t = type(x)
     if t is JaxPayload:
@@ -37,7 +44,7 @@ def _key(x):
         return (x.shape, x.dtype, x.stride)
     if t is list or t is tuple:
         return tuple(_key(i) for i in x)
-    if t in (int, float, bool, str, complex) or x is None or isinstance(x, torch.dtype):
+    if t in _PLAIN or x is None:
         return x
     return t.__name__
 
@@ -52,7 +59,7 @@ def _standin(x):
         return torch.empty_strided(x.shape, x.stride, dtype=x.dtype, device="meta")
     if t is list or t is tuple:
         return [_standin(i) for i in x]
-    if isinstance(x, int | float | bool | str | complex | torch.dtype) or x is None:
+    if t in _PLAIN or x is None:
         return x
     return None  # a generator
 
@@ -156,9 +163,7 @@ def kernel(name: str, fn):
 
 
 def _device():
-    from torch_acc import _C
-
-    return jax.devices()[_C.current_device()]
+    return jax.devices()[current_device()]
 
 
 def _placed(a):

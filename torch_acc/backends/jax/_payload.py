@@ -23,6 +23,8 @@ import ml_dtypes
 import numpy as np
 import torch
 
+from torch_acc.device_module import current_device
+
 #: The device name this backend registers.
 DEVICE = "jax"
 
@@ -273,10 +275,12 @@ def from_cpu(tensor: torch.Tensor, index: int | None = None):
     else:
         host = tensor.numpy()
     if index is None:
-        from torch_acc import _C
-
-        index = _C.current_device()
-    return JaxPayload(jax.device_put(host, device(index)))
+        index = current_device()
+    # On JAX's CPU devices device_put aliases a suitably aligned NumPy array over a CPU
+    # tensor's memory (``may_alias=False`` notwithstanding, JAX 0.10): the payload would see
+    # later writes into the CPU tensor (``x.to("jax")`` followed by ``x.add_``). A copy that
+    # nothing else holds is safe to alias.
+    return JaxPayload(jax.device_put(host.copy(), device(index)))
 
 
 def _values(src, shape, dtype):

@@ -16,13 +16,11 @@ Example::
     tensor(6., device='npy:0')
 """
 
-import sys
-
 import torch
 
-from torch_acc import _compat, library, registry
-from torch_acc._C import PrivateUse1Hooks
+from torch_acc import library, versions
 from torch_acc.backend_registration import setup_privateuseone_for_python_backend
+from torch_acc.device_module import PrivateUse1Hooks
 
 from . import (
     _attention,
@@ -43,7 +41,7 @@ from ._common import DEVICE
 from ._foreach import foreach_kernels
 from ._random import NumpyGenerator
 
-__all__ = ["DEVICE", "NumpyGenerator", "OPINFO_NOTES", "register", "setup"]
+__all__ = ["DEVICE", "NumpyGenerator", "OPINFO_NOTES", "setup"]
 
 _SPARSE = (
     "takes or makes a sparse tensor: a payload tensor is strided (its data one NumPy array); "
@@ -51,8 +49,8 @@ _SPARSE = (
 )
 _RANDOM = "random values drawn from the device's own generator (NumPy's), not CPU's"
 
-#: OpInfo entries ``tools/opinfo_report.py`` does not run on this backend (``"skip"``) or
-#: compares without values (``"values"``), and why.
+#: OpInfo entries ``python -m torch_acc.testing.opinfo`` does not run on this backend
+#: (``"skip"``) or compares without values (``"values"``), and why.
 OPINFO_NOTES = {
     "to_sparse": ("skip", _SPARSE),
     "sparse.mm.reduce": ("skip", _SPARSE),
@@ -119,7 +117,7 @@ def setup() -> str:
             copy_into=_common.copy_into,
         )
         for name, kernel in _kernels().items():
-            if not _compat.aten_op_removed(name):
+            if not versions.aten_op_removed(name):
                 library.impl(name, kernel)
         _training.register_storage_kernels()
         _shape.register_view_kernels()
@@ -131,9 +129,3 @@ def setup() -> str:
         library.declare_fork_safe()
         _registered = True
     return DEVICE
-
-
-def register() -> None:
-    """Record the backend, bind nothing: what the ``torch.backends`` entry point
-    (``torch_acc_autoload.npy``) calls."""
-    registry.autoload(DEVICE, sys.modules[__name__])

@@ -7,7 +7,7 @@ import ml_dtypes
 import numpy as np
 import torch
 
-from torch_acc import _compat
+from torch_acc import versions
 
 #: The device name this backend registers.
 DEVICE = "npy"
@@ -113,12 +113,17 @@ _C10_NAMES = {
 
 
 def checked_scalar(value, dtype: np.dtype):
-    """A Python number as a 0-d array of ``dtype``, refused as c10's ``checked_convert``
-    refuses it (``fill_``, ``masked_fill``, ``index_fill``, ``full``): an integer or finite
+    """A Python number (or a 0-d array's, as CPU reads a value tensor's ``item()``) as a 0-d
+    array of ``dtype``, refused as c10's ``checked_convert`` refuses it (``fill_``,
+    ``masked_fill``, ``index_fill``, ``full``, ``clamp``, ``scatter``): an integer or finite
     float out of the dtype's range, nan or inf for an integer dtype, a complex number with an
     imaginary part for a real dtype. Negative integers (not floats) wrap into unsigned dtypes
-    (``-3`` is 253 in uint8) down to ``-max``, as there; where c10 truncates a float to the
-    dtype's maximum (``FLOAT_TO_INT_TRUNCATES_TO_MAX``), so does this."""
+    (``-3`` is 253 in uint8) down to ``-max``, as there. A float is compared with the range's
+    ends as doubles, as there (``2.0 ** 63`` fits int64, and converts to its minimum, as on
+    the CPU), or, where c10 truncates a float to the dtype's maximum
+    (``FLOAT_TO_INT_TRUNCATES_TO_MAX``), exactly, up to the maximum plus one (excluded)."""
+    if isinstance(value, np.ndarray):
+        value = value.item()
     if dtype.kind in "bc":
         return np.asarray(value).astype(dtype)
     if isinstance(value, complex):
@@ -130,17 +135,20 @@ def checked_scalar(value, dtype: np.dtype):
         info = np.iinfo(dtype)
         # Only integers wrap into unsigned dtypes: a float below 0 overflows (c10::overflows).
         wraps = dtype.kind == "u" and not isinstance(value, float)
-        low = -int(info.max) if wraps else int(info.min)
-        fits = low <= value <= info.max or (
-            _compat.FLOAT_TO_INT_TRUNCATES_TO_MAX
-            and isinstance(value, float)
-            and info.max < value < info.max + 1
-        )
+        low, high = -int(info.max) if wraps else int(info.min), int(info.max)
+        if not isinstance(value, float):
+            fits = low <= value <= high
+        elif versions.FLOAT_TO_INT_TRUNCATES_TO_MAX:
+            fits = low <= value < high + 1  # Python compares a float and an int exactly
+        else:
+            fits = float(low) <= value <= float(high)
         if not (math.isfinite(value) and fits):
             raise RuntimeError(
                 f"value cannot be converted to type {_C10_NAMES[dtype]} without overflow"
             )
         value = int(value)
+        if value > info.max:
+            value = int(info.min)
         return np.asarray(value % (1 << info.bits) if value < 0 and dtype.kind == "u" else value,
                           dtype)
     if math.isfinite(value) and abs(value) > float(ml_dtypes.finfo(dtype).max):
@@ -193,6 +201,8 @@ def as_strided(payload, size, stride, storage_offset):
 
 # torch and NumPy exchange bfloat16 (ml_dtypes') data as the int16 of the same bits.
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+#: The floating dtypes CPU computes in float32 (its opmath type) and rounds once.
+LOW_FLOATS = (np.dtype(np.float16), _BFLOAT16)
 
 
 def to_cpu(payload) -> torch.Tensor:
@@ -222,7 +232,17 @@ def host_view(payload) -> torch.Tensor | None:
     return torch.from_numpy(payload)
 
 
+def convertible(src, dtype):
+    """``src``, values to convert to ``dtype``, in a dtype NumPy converts from as c10 does:
+    bfloat16 to an integer dtype as float32 (c10 converts the float, as C does: 200 is -56 in
+    int8, where ml_dtypes' own cast gives 0 out of the dtype's range)."""
+    if getattr(src, "dtype", None) == _BFLOAT16 and np.dtype(dtype).kind in "iu":
+        return np.asarray(src, np.float32)
+    return src
+
+
 def copy_into(dst, src):
+    src = convertible(src, np.asarray(dst).dtype)
     if isinstance(dst, np.ndarray) and dst.flags.writeable:
         # A writeable payload with a zero stride is a view of an expanded tensor (a kernel's
         # read-only broadcast result is replaced below instead): CPU refuses to write to it.

@@ -12,10 +12,19 @@ import ml_dtypes
 import numpy as np
 import torch
 
-from ._common import checked_scalar, DEVICE, NUMPY_TO_TORCH, result_type, with_cpu_layout
+from ._common import (
+    checked_scalar,
+    DEVICE,
+    LOW_FLOATS,
+    NUMPY_TO_TORCH,
+    result_type,
+    scalar_type_name,
+    with_cpu_layout,
+)
 from ._shape import contiguous as _c
 
 _BF16 = np.dtype(ml_dtypes.bfloat16)
+_LOW = LOW_FLOATS
 _EMPTY_INT64 = np.empty((0,), np.int64)
 
 
@@ -238,20 +247,30 @@ def _identity(reduce, dtype):
     return info.min if reduce == "amax" else info.max
 
 
-def _reduce_at(out, key, src, reduce, include_self=True):
-    """Reduce ``src`` into ``out[key]`` (in place, repeats reducing); returns the result."""
+def _reduce_at(out, key, src, reduce, include_self=True, *, stepwise=False,
+               stepwise_count=False):
+    """Reduce ``src`` into ``out[key]`` (in place, repeats reducing); returns the result.
+    float16 and bfloat16 accumulate in float32, rounded once, as CPU's scatter kernels
+    accumulate; ``stepwise``, in the dtype itself, rounded at each step, as its index_add
+    and index_reduce kernels do (``stepwise_count``: the count of a mean too)."""
     reduce = _REDUCE_ALIASES.get(reduce, reduce)
     if reduce not in _UFUNCS:
         raise RuntimeError(
             f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}"
         )
-    work = out if out.flags.writeable else out.copy()  # in the dtype itself, as on CPU
+    work = out if out.flags.writeable else out.copy()
     src = np.asarray(src, work.dtype)
+    acc = work
+    if work.dtype in _LOW and not stepwise:
+        acc, src = work.astype(np.float32), src.astype(np.float32)
     if not include_self:
-        work[key] = _identity(reduce, work.dtype)
-    _UFUNCS[reduce].at(work, key, src)
+        acc[key] = _identity(reduce, work.dtype)
+    _UFUNCS[reduce].at(acc, key, src)
+    if acc is not work:
+        work[...] = acc
     if reduce == "mean":
-        count = np.full(work.shape, 1 if include_self else 0, np.int64)
+        count = np.full(work.shape, 1 if include_self else 0,
+                        work.dtype if stepwise_count else np.int64)
         np.add.at(count, key, 1)
         count[count == 0] = 1
         if work.dtype.kind in "fc" or work.dtype == _BF16:
@@ -272,10 +291,13 @@ def _scatter_impl(self, dim, index, src, reduce=None, include_self=True, op="sca
     if idx.ndim != out1.ndim:
         raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
     _check_bounds(idx, out1.shape[dim], dim)
-    if isinstance(src, np.ndarray) and src.ndim:
+    if not isinstance(src, np.ndarray):
+        # A value is converted (checked) only where there is an index, as on the CPU.
+        src = checked_scalar(src, out.dtype)
+    if src.ndim:
         src = src[tuple(slice(0, s) for s in idx.shape)]
-    elif isinstance(src, np.ndarray):
-        src = src.reshape((1,) * idx.ndim) if index.ndim == 0 else src
+    elif index.ndim == 0:
+        src = src.reshape((1,) * idx.ndim)
     key = _scatter_key(idx, dim)
     if reduce is None:
         out1[key] = src
@@ -296,7 +318,7 @@ def _scatter_src(self, dim, index, src):
 
 
 def _scatter_value(self, dim, index, value):
-    return _scatter_impl(self, dim, index, np.asarray(value).astype(self.dtype))
+    return _scatter_impl(self, dim, index, value)
 
 
 def _scatter_reduce_src(self, dim, index, src, *, reduce):
@@ -305,7 +327,7 @@ def _scatter_reduce_src(self, dim, index, src, *, reduce):
 
 
 def _scatter_value_reduce(self, dim, index, value, *, reduce):
-    return _scatter_impl(self, dim, index, np.asarray(value).astype(self.dtype), reduce)
+    return _scatter_impl(self, dim, index, value, reduce)
 
 
 def _scatter_add(self, dim, index, src):
@@ -333,7 +355,7 @@ def _along(self, dim, index, op):
         raise RuntimeError(
             f"index_select(): Index to scalar can have only 1 value, got {index.size} value(s)"
         )
-    if op in ("index_select", "index_add"):
+    if op in ("index_select", "index_add", "index_reduce"):
         _check_bounds(index, self1.shape[dim], dim, IndexError)
     elif op in ("index_copy", "index_fill", "index_fill_"):
         try:
@@ -344,6 +366,96 @@ def _along(self, dim, index, op):
     else:
         _check_bounds(index, self1.shape[dim], dim)
     return self1, dim, (slice(None),) * dim + (index,)
+
+
+def _type(a) -> str:
+    return scalar_type_name(NUMPY_TO_TORCH[np.asarray(a).dtype])
+
+
+def _sliced(shape, dim: int) -> list:
+    return [n for i, n in enumerate(shape) if i != dim]
+
+
+def _check_index_copy(self, dim, index, source):
+    """CPU's checks for ``index_copy`` (its meta function), in its order."""
+    source, n = np.asarray(source), np.size(index)
+    if np.ndim(index) > 1:
+        raise IndexError(
+            f"index_copy_(): Index should have dimension 1 or 0 (got {np.ndim(index)})"
+        )
+    if source.ndim == 0 and n != 1:
+        raise IndexError(
+            f"index_copy_(): When source is scalar, index should have one element (got {n})"
+        )
+    if source.ndim != self.ndim and source.ndim and self.ndim:
+        raise IndexError(
+            "index_copy_(): When source and destination are not scalars, their dimensionality "
+            f"must match. Source dimensionality ({source.ndim}), destination dimensionality "
+            f"({self.ndim})"
+        )
+    if np.asarray(index).dtype != np.int64:
+        raise RuntimeError(
+            f"index_copy_(): Expected a long tensor for index, but got {_type(index)}"
+        )
+    if source.dtype != self.dtype:
+        raise RuntimeError(
+            "index_copy_(): self and source expected to have the same dtype, but got (self) "
+            f"{_type(self)} and (source) {_type(source)}"
+        )
+    dim = _dim(dim, self.ndim)
+    ours, theirs = _sliced(self.shape, dim), _sliced(source.shape, dim)
+    if ours != theirs:
+        raise RuntimeError(
+            "index_copy_(): Source/destination tensor must have same slice shapes. Destination "
+            f"slice shape: {' '.join(map(str, ours))} at dimension {dim} and source slice "
+            f"shape: {' '.join(map(str, theirs))} at dimension 0."
+        )
+    if source.ndim and n != source.shape[dim]:
+        raise IndexError(
+            f"index_copy_(): Number of indices ({n}) should be equal to source.size(dim) "
+            f"({source.shape[dim]})"
+        )
+
+
+def _check_index_func(self, dim, index, source, op: str):
+    """CPU's checks for ``index_add`` and ``index_reduce`` (their meta function), in its order."""
+    source, index = np.asarray(source), np.asarray(index)
+    if index.ndim > 1:
+        raise IndexError(
+            f"{op}_(): Index is supposed to be a vector, but got dim: {index.ndim} with type: "
+            f"{_type(index)} and size: [{', '.join(map(str, index.shape))}]"
+        )
+    if index.dtype not in (np.int64, np.int32):
+        raise RuntimeError(f"{op}_(): Expected dtype int32/int64 for index but got: {_type(index)}")
+    if source.dtype != self.dtype:
+        raise RuntimeError(
+            f"{op}_(): self ({_type(self)}) and source ({_type(source)}) must have the same "
+            "scalar type"
+        )
+    dim = _dim(dim, self.ndim)
+    if dim and dim >= source.ndim:
+        raise RuntimeError(
+            f"{op}_(): Indexing dim {dim} is out of bounds of the source tensor with dim "
+            f"{source.ndim}"
+        )
+    size = source.shape[dim] if source.ndim else 1
+    if index.size != size:
+        if not source.ndim:
+            # CPU's message reads source.size(dim) of the 0-dim source, which raises this.
+            raise IndexError("Dimension specified as 0 but tensor has no dimensions")
+        raise RuntimeError(
+            f"{op}_(): Number of indices ({index.size}) should be equal to source.size(dim): "
+            f"({size}), for dim: {dim}"
+        )
+    both = source.ndim and self.ndim
+    if (_sliced(self.shape, dim) if both else list(self.shape)) != (
+        _sliced(source.shape, dim) if both else list(source.shape)
+    ):
+        raise RuntimeError(
+            "source tensor shape must match self tensor shape, excluding the specified "
+            f"dimension. Got self.shape = [{', '.join(map(str, self.shape))}] source.shape = "
+            f"[{', '.join(map(str, source.shape))}]"
+        )
 
 
 def _source(source, self1, dim, index):
@@ -360,26 +472,46 @@ def _index_select(self, dim, index):
     return _c(self1[key])
 
 
+def _scatters(self, dim: int, index) -> bool:
+    """Whether CPU's ``index_add`` (alpha 1) hands its work to ``scatter_add``, which
+    accumulates float16 and bfloat16 in float32: along the first or last of two or more
+    dimensions, with int64 indices; else it adds in the dtype, step by step."""
+    return self.ndim > 1 and dim in (0, self.ndim - 1) and np.asarray(index).dtype == np.int64
+
+
 def _index_add(self, dim, index, source, *, alpha=1):
+    _check_index_func(self, dim, index, source, "index_add")
     out = np.array(self, order="C")
     out1, dim, key = _along(out, dim, index, "index_add")
     source = _source(source, out1, dim, index)
     if alpha != 1:
         source = np.asarray(source * alpha, self.dtype)
-    return _reduce_at(out1, key, source, "sum").reshape(self.shape)
+    stepwise = alpha != 1 or not _scatters(self, dim, index)
+    return _reduce_at(out1, key, source, "sum", stepwise=stepwise).reshape(self.shape)
 
 
 def _index_copy(self, dim, index, source):
+    _check_index_copy(self, dim, index, source)
     out = np.array(self, order="C")
     out1, dim, key = _along(out, dim, index, "index_copy")
     out1[key] = _source(source, out1, dim, index)
     return out
 
 
+def _index_fill_value(value, dtype):
+    """The value ``index_fill`` writes: a number or a 0-d tensor's, checked as CPU checks it."""
+    if np.ndim(value):
+        raise RuntimeError(
+            "index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+            f"{np.ndim(value)} dimension(s)."
+        )
+    return checked_scalar(value, dtype)
+
+
 def _index_fill(self, dim, index, value):
     out = np.array(self, order="C")
     out1, dim, key = _along(out, dim, index, "index_fill")
-    out1[key] = value if isinstance(value, np.ndarray) else checked_scalar(value, out.dtype)
+    out1[key] = _index_fill_value(value, out.dtype)
     return out
 
 
@@ -394,15 +526,23 @@ def _index_fill_(self, dim, index, value):
             UserWarning,
             stacklevel=2,
         )
-    self1[key] = value if isinstance(value, np.ndarray) else checked_scalar(value, self.dtype)
+    self1[key] = _index_fill_value(value, self.dtype)
     return self
 
 
 def _index_reduce(self, dim, index, source, reduce, *, include_self=True):
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise RuntimeError(
+            f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got "
+            f"{reduce}."
+        )
+    _check_index_func(self, dim, index, source, "index_reduce")
     out = np.array(self, order="C")
     out1, dim, key = _along(out, dim, index, "index_reduce")
     source = _source(source, out1, dim, index)
-    return _reduce_at(out1, key, source, reduce, include_self).reshape(self.shape)
+    # The count of a mean is CPU's index_add of ones.
+    return _reduce_at(out1, key, source, reduce, include_self, stepwise=True,
+                      stepwise_count=not _scatters(self, dim, index)).reshape(self.shape)
 
 
 # --- masks ------------------------------------------------------------------------------
@@ -418,15 +558,12 @@ def _check_mask(mask, op):
 
 def _masked_fill(self, mask, value):
     _check_mask(mask, "masked_fill_")
-    if isinstance(value, np.ndarray):
-        if value.ndim:
-            raise RuntimeError(
-                "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
-                f"{value.ndim} dimension(s)."
-            )
-        fill = value.astype(self.dtype)
-    else:
-        fill = checked_scalar(value, self.dtype)
+    if np.ndim(value):
+        raise RuntimeError(
+            "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+            f"{np.ndim(value)} dimension(s)."
+        )
+    fill = checked_scalar(value, self.dtype)
     # CPU's masked_fill is a contiguous clone filled in place, whatever self's layout.
     return _c(np.where(mask, fill, self))
 

@@ -15,7 +15,7 @@ import ml_dtypes
 import numpy as np
 import torch
 
-from ._common import checked_scalar, DEVICE, unsupported
+from ._common import checked_scalar, DEVICE, unsupported, with_cpu_layout
 
 _as_strided = np.lib.stride_tricks.as_strided
 _HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
@@ -42,6 +42,14 @@ def _out(x, dtype):
 def _like(y, x):
     """``y`` (C-contiguous) laid out as ``x`` is: channels-last when ``x`` is."""
     return _in_format(y, _channels_last(x))
+
+
+def _elementwise(y, x, dtype):
+    """``y``, an elementwise result of ``x`` (an array, or a tuple of the operands), as an
+    array of ``dtype`` laid out as CPU's TensorIterator lays out its result
+    (:func:`with_cpu_layout`)."""
+    return with_cpu_layout(np.asarray(y, dtype), x if isinstance(x, tuple) else (x,),
+                           scalars=False)
 
 
 def _ntuple(value, n: int) -> tuple[int, ...]:
@@ -387,7 +395,9 @@ def _avg_pool(d):
         total = wins.sum(axis=tuple(range(-d, 0)))
         div = _avg_divisor(size, kernel, stride, padding, ceil_mode, count_include_pad,
                            divisor_override, cdt)
-        return _out((total / div).reshape(*lead, *out), dtype)
+        y = _out((total / div).reshape(*lead, *out), dtype)
+        # CPU's 2-d kernel keeps a channels-last input's format; its 3-d one does not.
+        return _like(y, x) if d == 2 else y
 
     return kernel
 
@@ -413,7 +423,8 @@ def _avg_pool_backward(d):
             gx[index] += g
         crop = (slice(None),) + tuple(slice(p, p + i) for p, i in zip(padding, size,
                                                                         strict=True))
-        return _out(gx[crop].reshape(x.shape), dtype)
+        gx = _out(gx[crop].reshape(x.shape), dtype)
+        return _like(gx, x) if d == 2 else gx
 
     return kernel
 
@@ -459,7 +470,8 @@ def _adaptive_avg_pool(d):
             box = tuple(slice(*_adaptive_bounds(i, o)[j])
                         for i, o, j in zip(size, out, pos, strict=True))
             y[(Ellipsis, *pos)] = xc[(Ellipsis, *box)].mean(axis=tuple(range(-d, 0)))
-        return _out(y, dtype)
+        # As avg_pool: CPU's 2-d kernel keeps a channels-last input's format.
+        return _like(_out(y, dtype), x) if d == 2 else _out(y, dtype)
 
     return kernel
 
@@ -523,7 +535,7 @@ def _adaptive_avg_pool_backward(d):
             count = math.prod(b - a for a, b in bounds)
             box = tuple(slice(a, b) for a, b in bounds)
             gx[(Ellipsis, *box)] += (g[(Ellipsis, *pos)] / count)[(Ellipsis,) + (None,) * d]
-        return _out(gx, dtype)
+        return _like(_out(gx, dtype), x) if d == 2 else _out(gx, dtype)
 
     return kernel
 
@@ -827,7 +839,7 @@ def _native_group_norm(x, weight, bias, n, c, hxw, group, eps):
     if bias is not None:
         y = y + _f(bias, cdt)[:, None]
     stat = np.dtype(np.float32) if dtype in _HALF else dtype
-    return (_out(y.reshape(x.shape), dtype), _out(mean.reshape(n, group), stat),
+    return (_like(_out(y.reshape(x.shape), dtype), x), _out(mean.reshape(n, group), stat),
             _out(rstd.reshape(n, group), stat))
 
 
@@ -847,7 +859,7 @@ def _native_group_norm_backward(gy, x, mean, rstd, weight, n, c, hxw, group, out
         else:
             gx = (gxhat - gxhat.mean(axis=2, keepdims=True)
                   - xh * (gxhat * xh).mean(axis=2, keepdims=True)) * r
-        gx = _out(gx.reshape(x.shape), dtype)
+        gx = _like(_out(gx.reshape(x.shape), dtype), x)
     if output_mask[1]:
         gw = _out((g * xhat).sum(axis=(0, 2)), dtype)
     if output_mask[2]:
@@ -1069,18 +1081,28 @@ def _mse_loss_backward(gy, x, target, reduction):
 # --- activations --------------------------------------------------------------------------
 
 
-def _activation(op, fn):
+def _activation(op, fn, complex_too=False):
+    """A kernel for ``fn`` over floating-point inputs (complex ones too with
+    ``complex_too``, as CPU's kernel for ``op`` takes them), half types computed in float32."""
     def kernel(x, *args, **kwargs):
+        if complex_too and x.dtype.kind == "c":
+            return _elementwise(fn(x, *args, **kwargs), x, x.dtype)
         dtype, cdt = _compute_dtype(op, x)
-        return _out(fn(_f(x, cdt), *args, **kwargs), dtype)
+        return _elementwise(fn(_f(x, cdt), *args, **kwargs), x, dtype)
 
     return kernel
 
 
-def _activation_backward(op, fn):
+def _activation_backward(op, fn, complex_too=False, input_first=False):
+    """A kernel for the gradient ``fn`` of an activation, laid out as CPU's TensorIterator
+    lays it out for the gradient and the input, in its order (``input_first``: the input's
+    layout comes first, as in ``leaky_relu_backward``)."""
     def kernel(gy, x, *args, **kwargs):
+        operands = (x, gy) if input_first else (gy, x)
+        if complex_too and x.dtype.kind == "c":
+            return _elementwise(fn(gy, x, *args, **kwargs), operands, x.dtype)
         dtype, cdt = _compute_dtype(op, x)
-        return _out(fn(_f(gy, cdt), _f(x, cdt), *args, **kwargs), dtype)
+        return _elementwise(fn(_f(gy, cdt), _f(x, cdt), *args, **kwargs), operands, dtype)
 
     return kernel
 
@@ -1126,7 +1148,7 @@ def _hardtanh(x, min_val=-1, max_val=1):
     else:
         _, cdt = _compute_dtype("hardtanh", x)
         x, lo, hi = _f(x, cdt), np.asarray(min_val, cdt), np.asarray(max_val, cdt)
-    return _out(np.minimum(np.maximum(x, lo), hi), dtype)
+    return _elementwise(np.minimum(np.maximum(x, lo), hi), x, dtype)
 
 
 def _hardtanh_backward(g, x, min_val, max_val):
@@ -1146,7 +1168,7 @@ def _threshold(x, threshold, value):
         raise unsupported("threshold", dtype)
     cdt = np.dtype(np.float32) if dtype in _HALF else dtype
     value = checked_scalar(value, dtype)
-    return _out(np.where(_f(x, cdt) <= checked_scalar(threshold, cdt), value, x), dtype)
+    return _elementwise(np.where(_f(x, cdt) <= checked_scalar(threshold, cdt), value, x), x, dtype)
 
 
 def _hardsigmoid(x):
@@ -1178,7 +1200,7 @@ def _elu_backward(gy, alpha, scale, input_scale, is_result, self_or_result):
         neg = g * input_scale * (y + alpha * scale)
     else:
         neg = g * input_scale * alpha * scale * np.exp(y * input_scale)
-    return _out(np.where(y > 0, g * scale, neg), dtype)
+    return _elementwise(np.where(y > 0, g * scale, neg), (gy, self_or_result), dtype)
 
 
 def _sigmoid(x):
@@ -1192,6 +1214,17 @@ def _silu(x):
 def _silu_backward(g, x):
     s = _sigmoid(x)
     return g * s * (1 + x * (1 - s))
+
+
+def _log_sigmoid_forward(x):
+    """CPU's ``log_sigmoid_forward``: the result and its buffer, ``exp(-|x|)``, which the
+    backward reads."""
+    if x.dtype.kind != "f" and x.dtype not in _HALF:
+        raise unsupported("log_sigmoid_cpu", x.dtype)
+    dtype, cdt = _compute_dtype("log_sigmoid_forward", x)
+    x = _f(x, cdt)
+    z = np.exp(-np.abs(x))
+    return _out(np.minimum(x, 0) - np.log1p(z), dtype), _out(z, dtype)
 
 
 def _softplus(x, beta=1, threshold=20):
@@ -1211,18 +1244,18 @@ def _shrink_backward(g, x, lambd):
 
 def _sigmoid_backward(gy, y):
     if y.dtype.kind == "c":  # CPU's complex kernel: gy * conj((1 - y) * y)
-        return _out(gy * np.conj((1 - y) * y), y.dtype)
+        return _elementwise(gy * np.conj((1 - y) * y), (gy, y), y.dtype)
     dtype, cdt = _compute_dtype("sigmoid_backward", y)
     g, yc = _f(gy, cdt), _f(y, cdt)
-    return _out(g * (1 - yc) * yc, dtype)
+    return _elementwise(g * (1 - yc) * yc, (gy, y), dtype)
 
 
 def _tanh_backward(gy, y):
     if y.dtype.kind == "c":  # CPU's complex kernel: gy * conj(1 - y * y)
-        return _out(gy * np.conj(1 - y * y), y.dtype)
+        return _elementwise(gy * np.conj(1 - y * y), (gy, y), y.dtype)
     dtype, cdt = _compute_dtype("tanh_backward", y)
     g, yc = _f(gy, cdt), _f(y, cdt)
-    return _out(g * (1 - yc * yc), dtype)
+    return _elementwise(g * (1 - yc * yc), (gy, y), dtype)
 
 
 def _relu(x):
@@ -1234,11 +1267,14 @@ def _relu(x):
 
 
 def _threshold_backward(grad, self, threshold):
+    """Laid out as CPU's TensorIterator lays it out for ``self`` and ``grad``, in that order."""
     keep = ~(self <= threshold)
     if grad.dtype.kind == "f" and np.isfinite(grad).all():
         # Four times faster than np.where, and the same where grad is finite.
-        return grad * keep
-    return np.where(keep, grad, np.zeros((), grad.dtype))
+        r = grad * keep
+    else:
+        r = np.where(keep, grad, np.zeros((), grad.dtype))
+    return _elementwise(r, (self, grad), grad.dtype)
 
 
 # --- segment_reduce, fractional max pooling, CTC loss ------------------------------------------
@@ -1614,11 +1650,13 @@ KERNELS = {
     "hardsigmoid": _activation("hardsigmoid", _hardsigmoid),
     "hardswish": _activation("hardswish", _hardswish),
     "hardshrink": _activation("hardshrink", _hardshrink),
-    "leaky_relu_backward": _activation_backward("leaky_relu_backward", _leaky_relu_backward),
+    "leaky_relu_backward": _activation_backward("leaky_relu_backward", _leaky_relu_backward,
+                                                input_first=True),
     "elu": _activation("elu", _elu),
     "elu_backward": _elu_backward,
-    "silu": _activation("silu", _silu),
-    "silu_backward": _activation_backward("silu_backward", _silu_backward),
+    "log_sigmoid_forward": _log_sigmoid_forward,
+    "silu": _activation("silu", _silu, complex_too=True),
+    "silu_backward": _activation_backward("silu_backward", _silu_backward, complex_too=True),
     "softplus": _activation("softplus", _softplus),
     "softplus_backward": _activation_backward("softplus_backward", _softplus_backward),
     "softshrink_backward": _activation_backward("softshrink_backward", _shrink_backward),

@@ -18,13 +18,15 @@ import numpy as np
 import scipy.special as sp
 import torch
 
-from torch_acc import _compat
+from torch_acc import versions
 
 from ._common import (
     check_no_internal_overlap,
     checked_scalar,
+    convertible,
     copy_into,
     kind,
+    LOW_FLOATS,
     np_dtype,
     NUMPY_TO_TORCH,
     result_type,
@@ -39,7 +41,7 @@ _F16 = np.dtype(np.float16)
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 _BOOL = np.dtype(np.bool_)
-_LOW = (_F16, _BF16)
+_LOW = LOW_FLOATS
 
 # NumPy's floating-point warnings (overflow, division by zero, invalid value, casts of nan
 # and inf) mean nothing here: PyTorch gives inf and nan silently. The slower paths run in
@@ -443,7 +445,7 @@ def _check_alpha(dt, alpha):
 
 def _arith(uf, a, b, alpha=1):
     if uf is np.subtract and (_is_bool(a) or _is_bool(b)):
-        raise _compat.BOOL_SUBTRACTION_ERROR(
+        raise versions.BOOL_SUBTRACTION_ERROR(
             "Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
             "trying to invert a mask, use the `~` or `logical_not()` operator instead."
         )
@@ -533,7 +535,16 @@ def _floor_divide(a, b):
         return _finish(np.floor_divide(a, b), dt)
 
 
+def _is_scalar(b, shape) -> bool:
+    """Whether CPU's TensorIterator takes ``b`` for a scalar: one value for the whole result
+    of ``shape`` (a number, or a tensor whose strides are 0 wherever the result's sizes are
+    not 1). Its float16 and bfloat16 division kernels divide by a scalar in float32."""
+    strides = np.broadcast_to(b, shape).strides
+    return all(st == 0 or n == 1 for st, n in zip(strides, shape, strict=True))
+
+
 def _trunc_divide(a, b):
+    divisor = b
     a, b, dt = _operands(a, b)
     if dt.kind == "b":
         raise unsupported("div", dt)  # as CPU ("div_trunc_cpu" for 'Bool')
@@ -546,7 +557,8 @@ def _trunc_divide(a, b):
         if dt.kind == "c":
             raise unsupported("div", dt)
         q = np.true_divide(a, b)
-        if dt in _LOW:
+        if dt in _LOW and not _is_scalar(divisor, q.shape):
+            # Else CPU divides in the dtype: the quotient is rounded before it is truncated.
             q = q.astype(dt).astype(_F32)
         return _finish(np.trunc(q), dt)
 
@@ -1061,14 +1073,16 @@ def _clamped(name, x, min, max, bools=False):
     dt = result_type(*kinds)
     if dt.kind == "c" or dt == _BOOL and not bools:
         raise unsupported(name, dt)
+    # Python numbers convert to the result's dtype as on the CPU: refused where they overflow.
+    lo, hi = (v if v is None or isinstance(v, np.ndarray) else checked_scalar(v, dt)
+              for v in (min, max))
     c = _compute(dt)
     r = _cast(x, c)
     with np.errstate(all="ignore"):
-        if min is not None:
-            lo = _cast(min, c)
-            r = np.maximum(r, lo)
-        if max is not None:
-            r = np.minimum(r, _cast(max, c))
+        if lo is not None:
+            r = np.maximum(r, _cast(lo, c))
+        if hi is not None:
+            r = np.minimum(r, _cast(hi, c))
     return _finish(r, dt)
 
 
@@ -1193,7 +1207,7 @@ def _fast_inplace(uf, op, name):
 def _fill(self, value):
     if isinstance(value, np.ndarray):
         check_no_internal_overlap("fill_", self)
-        self[...] = value.astype(self.dtype)
+        self[...] = convertible(value, self.dtype).astype(self.dtype)
     elif self.size == 1 and self.dtype in _LOW:
         # CPU's one-element fill converts a float16/bfloat16 value through double, unchecked.
         self[...] = checked_scalar(value, _F64).astype(self.dtype)

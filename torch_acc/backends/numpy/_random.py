@@ -4,7 +4,9 @@ import ml_dtypes
 import numpy as np
 import torch
 
-from ._common import DEVICE, NUMPY_TO_TORCH
+from ._common import check_no_internal_overlap, DEVICE, LOW_FLOATS, NUMPY_TO_TORCH, unsupported
+
+_LOW = LOW_FLOATS
 
 
 class NumpyGenerator:
@@ -64,16 +66,25 @@ def _draw_dtype(dtype: np.dtype):
     return np.float32
 
 
-def _fill(self, draw):
+def _store(self, op, draw):
+    """Fill ``self`` with ``draw(shape)``: refused before drawing, as CPU refuses, where two of
+    its elements share memory (an expanded tensor)."""
+    check_no_internal_overlap(op, self)
+    self[...] = draw(self.shape)
+    return self
+
+
+def _fill(self, op, draw):
     """Fill ``self`` with ``draw(shape, dtype)``; complex tensors get real and imaginary parts
     drawn independently, as torch does through ``view_as_real``."""
     dtype = _draw_dtype(self.dtype)
     if self.dtype.kind == "c":
-        pair = draw(self.shape + (2,), dtype)
-        self[...] = pair[..., 0] + 1j * pair[..., 1]
-    else:
-        self[...] = draw(self.shape, dtype)
-    return self
+        def draw_pairs(shape):
+            pair = draw(shape + (2,), dtype)
+            return pair[..., 0] + 1j * pair[..., 1]
+
+        return _store(self, op, draw_pairs)
+    return _store(self, op, lambda shape: draw(shape, dtype))
 
 
 def _check_float(self, op):
@@ -91,7 +102,8 @@ def _normal_(self, mean=0.0, std=1.0, *, generator):
     if self.dtype.kind == "c":
         std = std / np.sqrt(2)
     rng = generator.numpy
-    return _fill(self, lambda shape, dt: rng.standard_normal(shape, dt) * dt(std) + dt(mean))
+    return _fill(self, "normal_",
+                 lambda shape, dt: rng.standard_normal(shape, dt) * dt(std) + dt(mean))
 
 
 def _uniform_(self, from_=0.0, to=1.0, *, generator):
@@ -101,7 +113,8 @@ def _uniform_(self, from_=0.0, to=1.0, *, generator):
         )
     _check_float(self, "uniform_")
     rng = generator.numpy
-    return _fill(self, lambda shape, dt: rng.random(shape, dt) * dt(to - from_) + dt(from_))
+    return _fill(self, "uniform_",
+                 lambda shape, dt: rng.random(shape, dt) * dt(to - from_) + dt(from_))
 
 
 def _check_p(p, op):
@@ -116,8 +129,7 @@ def _bernoulli_(self, p=0.5, *, generator):
             raise RuntimeError("bernoulli_: all elements of p must be in [0, 1]")
     else:
         _check_p(p, "bernoulli_")
-    self[...] = generator.numpy.random(self.shape) < p
-    return self
+    return _store(self, "bernoulli_", lambda shape: generator.numpy.random(shape) < p)
 
 
 def _bernoulli(self, p=None, *, generator):
@@ -151,8 +163,8 @@ def _random_(self, low=0, high=None, *, generator):
         raise RuntimeError(
             f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}"
         )
-    self[...] = generator.numpy.integers(low, high, self.shape, dtype=np.int64)
-    return self
+    return _store(self, "random_",
+                  lambda shape: generator.numpy.integers(low, high, shape, dtype=np.int64))
 
 
 def _random_to(self, high, *, generator):
@@ -168,30 +180,29 @@ def _exponential_(self, lambd=1.0, *, generator):
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
     _check_float(self, "exponential_")
     rng = generator.numpy
-    return _fill(self, lambda shape, dt: rng.standard_exponential(shape, dt) / dt(lambd))
+    return _fill(self, "exponential_",
+                 lambda shape, dt: rng.standard_exponential(shape, dt) / dt(lambd))
 
 
 def _geometric_(self, p, *, generator):
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
-    self[...] = generator.numpy.geometric(p, self.shape)
-    return self
+    return _store(self, "geometric_", lambda shape: generator.numpy.geometric(p, shape))
 
 
 def _log_normal_(self, mean=1.0, std=2.0, *, generator):
     if std <= 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
     _check_float(self, "log_normal_")
-    self[...] = generator.numpy.lognormal(mean, std, self.shape)
-    return self
+    return _store(self, "log_normal_", lambda shape: generator.numpy.lognormal(mean, std, shape))
 
 
 def _cauchy_(self, median=0.0, sigma=1.0, *, generator):
     if sigma <= 0:
         raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
     _check_float(self, "cauchy_")
-    self[...] = median + sigma * generator.numpy.standard_cauchy(self.shape)
-    return self
+    return _store(self, "cauchy_",
+                  lambda shape: median + sigma * generator.numpy.standard_cauchy(shape))
 
 
 def _multinomial(self, num_samples, replacement=False, *, generator):
@@ -226,13 +237,20 @@ def _multinomial(self, num_samples, replacement=False, *, generator):
 
 def _rrelu_with_noise(self, noise, lower=0.125, upper=1 / 3, training=False, generator=None):
     _check_float(self, "rrelu_with_noise")
+    if self.dtype.kind == "c":
+        raise unsupported("leaky_relu_cpu" if not training else "rrelu_with_noise_out_cpu",
+                          self.dtype)
+    # CPU's result is contiguous, whatever the input's layout; float16 and bfloat16 are
+    # computed in float32 (the slopes unrounded) and rounded once.
+    x = self.astype(np.float32) if self.dtype in _LOW else self
     if not training:
         slope = (lower + upper) / 2
-        return np.where(self >= 0, self, self * self.dtype.type(slope)).astype(self.dtype)
-    r = generator.numpy.uniform(lower, upper, self.shape)
-    negative = self < 0
+        return np.where(x >= 0, x, x * x.dtype.type(slope)).astype(self.dtype, order="C")
+    r = generator.numpy.uniform(lower, upper, self.shape).astype(x.dtype)
+    # As CPU: an input of zero draws a slope too (its gradient).
+    negative = self <= 0
     noise[...] = np.where(negative, r, 1)
-    return np.where(negative, self * noise, self).astype(self.dtype)
+    return np.where(negative, x * r, x).astype(self.dtype, order="C")
 
 
 KERNELS = {

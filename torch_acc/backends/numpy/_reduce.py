@@ -5,23 +5,28 @@ Reductions follow PyTorch's dtype rules (``sum``/``prod`` of integers and bools 
 and cast back, and return C-contiguous arrays (0-d for a full reduction).
 """
 
-import ml_dtypes
+import math
+
 import numpy as np
 import torch
 
-from torch_acc import _compat
+from torch_acc import versions
 
 from ._common import (
     DEVICE,
     kind,
+    LOW_FLOATS,
     np_dtype,
     NUMPY_TO_TORCH,
     result_type,
     scalar_type_name,
     unsupported,
+    with_cpu_layout,
 )
+from ._pointwise import _inplace
+from ._shape import contiguous
 
-_LOW = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+_LOW = LOW_FLOATS
 _INT64 = np.dtype(np.int64)
 _BOOL = np.dtype(np.bool_)
 
@@ -83,9 +88,13 @@ def _wide(dtype: np.dtype) -> np.dtype:
 
 def _out(value, dtype) -> np.ndarray:
     """``value`` as a C-contiguous, writeable array of ``dtype`` (0-d stays 0-d): a copy
-    where ``value`` is a read-only broadcast."""
+    where ``value`` is a read-only broadcast. Its strides are torch's contiguous ones, size-1
+    dimensions' too, as CPU makes reduction results (``keepdim``) whatever the input's
+    layout; NumPy's keep strides of the input there."""
     value = np.asarray(value).astype(dtype, copy=False)
-    return value if value.flags.c_contiguous and value.flags.writeable else value.copy(order="C")
+    if value.flags.writeable and value.flags.c_contiguous and value.size and 1 not in value.shape:
+        return value  # The common case, cheaply: no dimension whose stride could differ.
+    return contiguous(value) if value.flags.writeable else value.copy(order="C")
 
 
 def _int_to_long(a, dtype):
@@ -150,9 +159,37 @@ def _prod(self, dim=None, keepdim=False, *, dtype=None):
     axis = _axes("prod", self, dim)
     out = _int_to_long(self, dtype)
     with np.errstate(all="ignore"):
-        acc = np.float32 if out in _LOW else out
-        value = np.prod(_up(self), axis=axis, keepdims=keepdim, dtype=acc)
+        if out in _LOW:
+            value = _low_precision_product(self.astype(out), axis, keepdim)
+        else:
+            value = np.prod(self, axis=axis, keepdims=keepdim, dtype=out)
     return _out(value, out)
+
+
+#: Longest reduction :func:`_low_precision_product` rounds at each step; a longer one is
+#: computed in float32 and rounded once (a loop over its elements would be too slow).
+_STEPWISE_PRODUCT_MAX = 4096
+
+
+def _low_precision_product(a, axis, keepdim: bool):
+    """The product of float16/bfloat16 ``a`` over ``axis`` as CPU computes it: in float, rounded
+    to the dtype after each step (300 * 300 is inf in float16, whatever follows; NumPy's own
+    reduction of float16 keeps a float accumulator)."""
+    axes = tuple(range(a.ndim)) if axis is None else tuple(axis)
+    axes = tuple(ax % max(a.ndim, 1) for ax in axes) if a.ndim else ()
+    kept = [ax for ax in range(a.ndim) if ax not in axes]
+    flat = np.transpose(a, kept + list(axes)).reshape(
+        [a.shape[ax] for ax in kept] + [math.prod(a.shape[ax] for ax in axes)]
+    )
+    if flat.shape[-1] > _STEPWISE_PRODUCT_MAX:
+        value = np.prod(flat.astype(np.float32), axis=-1)
+    else:
+        value = np.ones(flat.shape[:-1], a.dtype)
+        for i in range(flat.shape[-1]):
+            value = (value.astype(np.float32) * flat[..., i].astype(np.float32)).astype(a.dtype)
+    if keepdim:
+        value = np.reshape(value, [1 if ax in axes else n for ax, n in enumerate(a.shape)])
+    return value
 
 
 def _prod_default(self, *, dtype=None):
@@ -210,13 +247,35 @@ def _std(self, dim=None, *, correction=None, keepdim=False):
         return _out(np.sqrt(_up(var)), var.dtype)
 
 
-def _var_mean(self, dim=None, *, correction=None, keepdim=False):
+def _welford_mean(self, dim, keepdim):
+    """The mean of ``var_mean`` and ``std_mean``, which CPU computes by Welford's update
+    ``mean += (x - mean) / n`` (part by part for complex numbers): after an infinite element,
+    every further element makes it nan. So it is infinite only where the one infinite element
+    is the last of its reduction (the last along every reduced dimension, in any layout)."""
+    if self.dtype.kind == "c":
+        real, imag = _welford_mean(self.real, dim, keepdim), _welford_mean(self.imag, dim, keepdim)
+        mean = np.empty(real.shape, self.dtype)
+        mean.real, mean.imag = real, imag
+        return mean
     mean = _mean(self, dim, keepdim)
+    infinite = np.isinf(mean)
+    if not infinite.any():
+        return mean
+    axis = _axes("var_mean", self, dim)
+    reduced = range(self.ndim) if axis is None else axis
+    last = self[tuple(slice(-1, None) if d in reduced else slice(None) for d in range(self.ndim))]
+    alone = (np.isinf(self).sum(axis=axis, keepdims=True) == 1) & np.isinf(last)
+    mean[infinite & ~alone.reshape(mean.shape)] = np.nan
+    return mean
+
+
+def _var_mean(self, dim=None, *, correction=None, keepdim=False):
+    mean = _welford_mean(self, dim, keepdim)
     return _var(self, dim, correction=correction, keepdim=keepdim), mean
 
 
 def _std_mean(self, dim=None, *, correction=None, keepdim=False):
-    mean = _mean(self, dim, keepdim)
+    mean = _welford_mean(self, dim, keepdim)
     return _std(self, dim, correction=correction, keepdim=keepdim), mean
 
 
@@ -308,7 +367,7 @@ def _full_extreme(op: str, f):
 
 def _arg(op: str, f):
     def kernel(self, dim=None, keepdim=False):
-        if not (_compat.EMPTY_RESULTS_SKIP_DTYPE_CHECKS and _arg_kernel_skipped(self, dim)):
+        if not (versions.EMPTY_RESULTS_SKIP_DTYPE_CHECKS and _arg_kernel_skipped(self, dim)):
             _no_complex(op, self)
             if self.dtype == np.bool_:
                 raise RuntimeError(f"{op}(): does not support bool input")
@@ -397,8 +456,10 @@ def _scan(op: str, f):
         if axis is None:
             return _out(a.copy(), out)
         with np.errstate(all="ignore"):
-            # PyTorch's CPU scans accumulate floats in double.
-            return _out(f(a, axis=axis, dtype=_wide(a.dtype)), out)
+            # PyTorch's CPU scans accumulate in its accumulation type: float and double in
+            # double, float16 and bfloat16 in float.
+            acc = np.dtype(np.float32) if out in _LOW else _wide(a.dtype)
+            return _out(f(a, axis=axis, dtype=acc), out)
 
     return kernel
 
@@ -666,8 +727,22 @@ def _bmm(a, b):
     return _out(_matmul(a, b), a.dtype)
 
 
+def _check_input(op: str, self, shape) -> None:
+    """CPU's check that ``self`` expands to the product's ``shape``."""
+    try:
+        fits = np.broadcast_shapes(np.shape(self), shape) == shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise RuntimeError(
+            f"{op}: the input of shape {list(np.shape(self))} does not broadcast to the "
+            f"product's shape {list(shape)}"
+        )
+
+
 def _scaled_add(op: str, self, product, beta, alpha, dtype):
     """``beta * self + alpha * product`` (``self`` is ignored, NaN and all, when beta is 0)."""
+    _check_input(op, self, product.shape)
     if np.dtype(dtype).kind in "iu":
         # PyTorch converts the scalars to the integer type (0.2 becomes 0).
         alpha, beta = int(alpha), int(beta)
@@ -678,11 +753,6 @@ def _scaled_add(op: str, self, product, beta, alpha, dtype):
         else:
             base = _up(np.asarray(self))
             value = prod + (base if beta == 1 else base * beta)
-    if value.shape != product.shape:
-        raise RuntimeError(
-            f"{op}: the input of shape {list(np.shape(self))} does not broadcast to the "
-            f"product's shape {list(product.shape)}"
-        )
     return _out(value, dtype)
 
 
@@ -736,16 +806,44 @@ def _addmv(self, mat, vec, *, beta=1, alpha=1):
     return _scaled_add("addmv", self, _matmul(mat, vec), beta, alpha, dtype)
 
 
+def _check_vectors(vec1, vec2) -> None:
+    for name, vec in (("vec1", vec1), ("vec2", vec2)):
+        if vec.ndim != 1:
+            raise RuntimeError(f"addr: Expected 1-D argument {name}, but got {vec.ndim}-D")
+
+
 def _addr(self, vec1, vec2, *, beta=1, alpha=1):
+    """CPU's ``addr``: ``self`` broadcast to the product's shape, the result laid out as its
+    TensorIterator lays it out for ``self`` and the vectors as a column and a row."""
+    _check_vectors(vec1, vec2)
     dtype = result_type(kind(vec1), kind(vec2))
     if dtype == _BOOL:
         prod = np.logical_and.outer(vec1, vec2)
+        _check_input("addr", self, prod.shape)
         if beta == 0:
             value = np.broadcast_to(prod, prod.shape) & bool(alpha)
         else:
             value = (np.asarray(self) & bool(beta)) | (prod & bool(alpha))
-        return _out(value, _BOOL)
-    return _scaled_add("addr", self, np.outer(_up(vec1), _up(vec2)), beta, alpha, dtype)
+        value = _out(value, _BOOL)
+    else:
+        value = _scaled_add("addr", self, np.outer(_up(vec1), _up(vec2)), beta, alpha, dtype)
+    return with_cpu_layout(value, (self, vec1[:, None], vec2))
+
+
+def _addr_(self, vec1, vec2, *, beta=1, alpha=1):
+    """CPU's ``addr_``: ``self`` has the product's shape itself (it is not broadcast)."""
+    _check_vectors(vec1, vec2)
+    if self.ndim != 2:
+        raise RuntimeError(f"addr_: 2D tensor expected, got {self.ndim}D tensor for input")
+    if self.shape != (vec1.shape[0], vec2.shape[0]):
+        raise RuntimeError(
+            f"addr_: size mismatch, input: {list(self.shape)}, v1: {list(vec1.shape)}, "
+            f"v2: {list(vec2.shape)}"
+        )
+    return _addr_in_place(self, vec1, vec2, beta=beta, alpha=alpha)
+
+
+_addr_in_place = _inplace(_addr, "addr_")
 
 
 def _dot(a, b):
@@ -771,7 +869,7 @@ def _mv(a, b):
             f"size mismatch, got input ({a.shape[0] if a.ndim else 0}), mat "
             f"({'x'.join(map(str, a.shape))}), vec ({'x'.join(map(str, b.shape))})"
         )
-    if _compat.EMPTY_RESULTS_SKIP_DTYPE_CHECKS and 0 in a.shape:
+    if versions.EMPTY_RESULTS_SKIP_DTYPE_CHECKS and 0 in a.shape:
         return np.zeros(a.shape[0], b.dtype)
     dtype = _check_mm("mv", a, b)
     return _out(_matmul(a, b), dtype)
@@ -952,6 +1050,7 @@ KERNELS = {
     "addbmm": _addbmm,
     "addmv": _addmv,
     "addr": _addr,
+    "addr_": _addr_,
     "dot": _dot,
     "vdot": _vdot,
     "mv": _mv,

@@ -8,7 +8,7 @@ kernel gives its result (C-contiguous unless the CPU keeps the input's layout).
 import numpy as np
 import torch
 
-from torch_acc import _C
+from torch_acc import library
 
 from ._common import as_strided, np_dtype, NUMPY_TO_TORCH, result_type
 
@@ -193,14 +193,17 @@ def contiguous(x):
     """
     x = np.asarray(x)
     if x.flags.c_contiguous:
-        stride, ok = x.itemsize, True
+        stride, ok, strides = x.itemsize, True, []
         for n, st in zip(reversed(x.shape), reversed(x.strides), strict=True):
             if st != stride and n != 0:
                 ok = False
-                break
+            strides.append(stride)
             stride *= n
         if ok:
             return x
+        if x.size:
+            # Only size-1 dimensions stride otherwise: the same memory, restrided.
+            return np.ndarray(x.shape, x.dtype, buffer=x, strides=tuple(reversed(strides)))
     return np.array(x, order="C")
 
 
@@ -328,66 +331,15 @@ def _stack(tensors, dim=0):
     return _cat([np.expand_dims(t, dim % ndim) for t in tensors], dim % ndim)
 
 
-def _storage_as(tensor: torch.Tensor, dtype) -> torch.Tensor:
-    """A 1-D tensor of ``dtype`` (half or twice ``tensor``'s element size) over the memory
-    of ``tensor``'s payload from its storage's start to its last element: the base that a
-    view changing the element size is a view of, so that its storage offset is CPU's."""
-    n = tensor.storage_offset() + 1 + sum(
-        (s - 1) * st for s, st in zip(tensor.shape, tensor.stride(), strict=True)
-    )
-    flat = tensor.as_strided((n,), (1,), 0) if tensor.numel() else tensor.as_strided((0,), (1,), 0)
-    return _C.wrap(np.ascontiguousarray(_C.payload(flat)).view(dtype), device=tensor.device)
-
-
-def _view_as_real(self: torch.Tensor) -> torch.Tensor:
-    """As CPU's: a view whose offset and strides count the real dtype's elements."""
-    if not self.is_complex():
-        raise RuntimeError("view_as_real is only supported for complex tensors")
-    if self.is_conj():
-        raise RuntimeError(
-            "view_as_real doesn't work on unresolved conjugated tensors.  To resolve the "
-            "conjugate tensor so you can view it as real, use self.resolve_conj(); however, be "
-            "warned that the resulting tensor will NOT alias the original."
-        )
-    real = np.float32 if self.dtype == torch.complex64 else np.float64
-    return _storage_as(self, real).as_strided(
-        (*self.shape, 2), (*(2 * st for st in self.stride()), 1), 2 * self.storage_offset()
-    )
-
-
-def _view_as_complex(self: torch.Tensor) -> torch.Tensor:
-    """As CPU's: a view whose offset and strides count the complex dtype's elements."""
-    if self.dtype not in (torch.float32, torch.float64):
-        raise RuntimeError(
-            "view_as_complex is only supported for float and double tensors, but got a tensor "
-            f"of scalar type: {self.dtype}"
-        )
-    if self.ndim == 0 or self.shape[-1] != 2:
-        raise RuntimeError("Tensor must have a last dimension of size 2")
-    if self.stride(-1) != 1:
-        raise RuntimeError("Tensor must have a last dimension with stride 1")
-    if any(st % 2 for st in self.stride()[:-1]):
-        raise RuntimeError("Tensor must have a stride divisible by 2 for all but last dimension")
-    if self.storage_offset() % 2:
-        raise RuntimeError("Tensor must have a storage_offset divisible by 2")
-    complex_dtype = np.complex64 if self.dtype == torch.float32 else np.complex128
-    # Even offset and strides: the storage up to the last element has an even length.
-    return _storage_as(self, complex_dtype).as_strided(
-        self.shape[:-1], tuple(st // 2 for st in self.stride()[:-1]), self.storage_offset() // 2
-    )
-
-
-_lib = None
+def _reinterpret(payload, dtype: torch.dtype):
+    """The NumPy view of a 1-D array as ``dtype`` (half or twice its element size)."""
+    return np.ascontiguousarray(payload).view(np_dtype(dtype))
 
 
 def register_view_kernels() -> None:
-    """Register ``view_as_real`` and ``view_as_complex``, which change the element size, as
-    tensor kernels (once): a payload kernel's result gets storage offset 0, these get CPU's."""
-    global _lib
-    if _lib is None:
-        _lib = torch.library.Library("aten", "IMPL")
-        _lib.impl("view_as_real", _view_as_real, "PrivateUse1")
-        _lib.impl("view_as_complex", _view_as_complex, "PrivateUse1")
+    """Register ``view_as_real`` and ``view_as_complex``, which change the element size
+    (once): :func:`torch_acc.library.impl_element_size_views` with NumPy's reinterpretation."""
+    library.impl_element_size_views(_reinterpret)
 
 
 KERNELS = {

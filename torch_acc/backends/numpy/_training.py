@@ -17,7 +17,7 @@ as its primal. :func:`register_storage_kernels` answers them from the payload's 
 import numpy as np
 import torch
 
-from torch_acc import _C
+from torch_acc.payload import payload_nbytes
 
 from ._common import check_no_internal_overlap, DEVICE, np_dtype, NUMPY_TO_TORCH
 from ._nn import _compute_dtype, _f, _HALF, _out
@@ -134,7 +134,7 @@ KERNELS = {
 
 def _storage_numel(t: torch.Tensor) -> int:
     """The elements a tensor's storage would hold: those its payload spans."""
-    return _C.payload_nbytes(t) // t.element_size()
+    return payload_nbytes(t) // t.element_size()
 
 
 def _has_same_storage_numel(base: torch.Tensor, other: torch.Tensor) -> bool:
