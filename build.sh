@@ -47,7 +47,8 @@ build() {
   # through build/include (torch/csrc/acc -> csrc/acc, see setup.py).
   "$VENV/bin/ninja" -C "build/temp-torch$TORCH_VERSION" -t compdb >compile_commands.json
   if ! "$PY" -m pip show --quiet torch_acc >/dev/null 2>&1; then
-    "$PY" -m pip install --quiet --disable-pip-version-check --no-build-isolation --no-deps -e .
+    TORCH_ACC_SKIP_EXTENSION=1 "$PY" -m pip install --quiet --disable-pip-version-check \
+      --no-build-isolation --no-deps -e .
   fi
 }
 

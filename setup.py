@@ -33,8 +33,14 @@ sources = ["csrc/standalone.cpp"] + sorted(
     str(p.relative_to(ROOT)) for p in (ROOT / "csrc" / "acc").glob("*.cpp")
 )
 
-setup(
-    ext_modules=[
+
+def _extensions() -> list:
+    # build.sh builds the extension itself, into a folder per torch version, then installs
+    # the package in editable mode with TORCH_ACC_SKIP_EXTENSION=1: an editable install
+    # would otherwise compile it all again in a temporary folder.
+    if os.environ.get("TORCH_ACC_SKIP_EXTENSION") == "1":
+        return []
+    return [
         CppExtension(
             "torch_acc._C",
             sources,
@@ -50,6 +56,10 @@ setup(
                 "-g" if os.environ.get("TORCH_ACC_DEBUG") == "1" else "-g0",
             ],
         )
-    ],
+    ]
+
+
+setup(
+    ext_modules=_extensions(),
     cmdclass={"build_ext": BuildExtension},
 )
