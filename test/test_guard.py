@@ -328,6 +328,39 @@ class TestInterpreterExit(TestCase):
             ["released on another thread: False", "released on this thread: True"],
         )
 
+    def test_exit_drain_leaves_no_python_object_to_device_threads(self):
+        # The exit handler drains the device threads with one small backward pass each. A pass
+        # keeps a copy of the thread-local state it started with and is freed by whichever
+        # thread lets go of it last, often the device thread once the pass returned. torch
+        # 2.13 and later put a contextvars.Context there (torch.autograd.backward stashes it
+        # in TLS); freed on the device thread during finalization, it aborted the process
+        # about one exit in thirty (mp.spawn children, seen in CI). The drain's passes must
+        # stash nothing; this process's own pass, before exit, is drained by them.
+        code = textwrap.dedent(
+            """
+            import atexit
+            import torch
+
+            stashed = []
+            atexit.register(lambda: print("stashed at exit:", stashed))
+            from torch_acc.backends import reference
+            reference.setup()
+
+            def watch_tls():
+                stash = torch._C._stash_obj_in_tls
+                torch._C._stash_obj_in_tls = lambda key, obj: (stashed.append(key), stash(key, obj))
+
+            atexit.register(watch_tls)
+            leaf = torch.ones(2, device="ref", requires_grad=True)
+            (leaf.cpu() * 3).sum().backward()
+            print("grad:", leaf.grad.cpu().tolist())
+            """
+        )
+        env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stdout.splitlines(), ["grad: [3.0, 3.0]", "stashed at exit: []"])
+
 
 if __name__ == "__main__":
     run_tests()

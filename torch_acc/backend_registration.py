@@ -171,7 +171,14 @@ def _drain_device_threads() -> None:
     it, nodes and tensors that hold Python objects (a Python ``autograd.Function``), which
     torch releases by taking the GIL. Once the interpreter finalizes, that aborts the process.
     A small backward pass through each device's thread returns only after the kernel running
-    there, so the pass it ends is released while Python is intact."""
+    there, so the pass it ends is released while Python is intact.
+
+    These passes call the engine directly, not through ``torch.autograd.backward``: torch
+    (2.13 and later) copies a ``contextvars.Context`` into the thread-local state each pass
+    keeps, and the pass is freed by whichever thread lets go of it last, often the device
+    thread, after ``backward`` returned. That frees the context with the GIL once the
+    interpreter finalizes, and aborts the process: the drain itself would be the pass it
+    guards against. Without a Python object in their state, these passes free none."""
     backend = record.slot_holder()
     if backend is None:
         return
@@ -180,7 +187,16 @@ def _drain_device_threads() -> None:
         for index in range(_C.device_count()):
             leaf = torch.zeros((), device=f"{name}:{index}", requires_grad=True)
             # Rooted on the CPU: the leaf's gradient is accumulated on the device's thread.
-            leaf.cpu().backward()
+            root = leaf.cpu()
+            torch.autograd.Variable._execution_engine.run_backward(
+                tensors=(root,),
+                grad_tensors=(torch.ones_like(root),),
+                keep_graph=False,
+                create_graph=False,
+                inputs=(),
+                allow_unreachable=True,
+                accumulate_grad=True,
+            )
     except Exception:  # noqa: BLE001
         # A backend that cannot run this pass (no kernels registered yet, an error in
         # them) has no backward of its own to drain; exit goes on.
