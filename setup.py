@@ -4,6 +4,7 @@ import os
 from pathlib import Path
 
 import numpy
+import torch
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
@@ -34,6 +35,19 @@ sources = ["csrc/standalone.cpp"] + sorted(
 )
 
 
+def _kineto_include() -> list[str]:
+    """kineto's headers, where the torch wheel was built with kineto (the profiler's
+    PrivateUse1 plugin, csrc/acc/compat.h's TORCH_ACC_PROFILER_KINETO_PLUGIN)."""
+    if not torch.autograd.kineto_available():
+        return []
+    return [str(Path(torch.__file__).parent / "include" / "kineto")]
+
+
+def _kineto_macros() -> list[tuple[str, None]]:
+    # As torch itself was built: its headers declare kineto's parts under USE_KINETO.
+    return [("USE_KINETO", None)] if torch.autograd.kineto_available() else []
+
+
 def _extensions() -> list:
     # build.sh builds the extension itself, into a folder per torch version, then installs
     # the package in editable mode with TORCH_ACC_SKIP_EXTENSION=1: an editable install
@@ -46,8 +60,8 @@ def _extensions() -> list:
             sources,
             # NumPy payloads' fields are read through NumPy's C API, as torch
             # itself does (USE_NUMPY, torch/csrc/utils/numpy_stub.h).
-            include_dirs=[_include_root(), numpy.get_include()],
-            define_macros=[("USE_NUMPY", None)],
+            include_dirs=[_include_root(), numpy.get_include(), *_kineto_include()],
+            define_macros=[("USE_NUMPY", None), *_kineto_macros()],
             # Without debug information unless TORCH_ACC_DEBUG=1 (for gdb, sanitizers):
             # torch's headers make it most of the compile time (about half).
             extra_compile_args=[

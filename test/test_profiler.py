@@ -9,13 +9,13 @@ of the operators it calls. Memory events come from the payloads' figures.
 import json
 import os
 import tempfile
-import unittest
+import time
 
 import torch
 from torch.profiler import profile, ProfilerActivity, record_function
 from torch.testing._internal.common_utils import run_tests, TestCase
 
-from torch_acc import _compat, library
+from torch_acc import library
 from torch_acc.backends import reference
 
 reference.setup()
@@ -37,6 +37,24 @@ def _relu(self):
 @library.impl("aten::threshold_backward")
 def _threshold_backward(grad_output, self, threshold):
     return torch.where(self > threshold, grad_output, 0)
+
+
+# A kernel that runs an operator on the device, whose kernel takes longer: each nanosecond
+# of device time counts once, towards the innermost kernel running.
+_OUTER_S, _INNER_S = 0.02, 0.06
+
+
+@library.impl("aten::hardtanh")
+def _hardtanh(self, min_val=-1.0, max_val=1.0):
+    time.sleep(_OUTER_S)
+    torch.sigmoid(torch.zeros(1, device="ref"))
+    return torch.clamp(self, min_val, max_val)
+
+
+@library.impl("aten::sigmoid")
+def _sigmoid(self):
+    time.sleep(_INNER_S)
+    return torch.reciprocal(torch.exp(torch.neg(self)) + 1)
 
 
 def _step(x, w):
@@ -85,12 +103,9 @@ class TestProfiler(TestCase):
         self._check_device_times(prof)
         self.assertIn("Self REF", prof.key_averages().table())
 
-    @unittest.skipIf(
-        _compat.PROFILER_NEEDS_KINETO_PLUGIN,
-        "torch.profiler traces PrivateUse1 through a kineto plugin on this torch "
-        "(_compat.PROFILER_NEEDS_KINETO_PLUGIN); the autograd profiler's test covers it",
-    )
     def test_torch_profiler_records_device_time(self):
+        # From torch 2.13 through torch_acc's kineto plugin (csrc/acc/Hooks.cpp); on 2.6
+        # through the profiler's PrivateUse1 events.
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
             _step(self.x, self.w)
         self._check_device_times(prof)
@@ -100,6 +115,25 @@ class TestProfiler(TestCase):
             with open(path) as f:
                 names = {e.get("name") for e in json.load(f)["traceEvents"]}
         self.assertLessEqual({"aten::mm", "step"}, names)
+
+    def _check_nested_kernels(self, prof):
+        (outer,) = _named(prof, "aten::hardtanh")
+        (inner,) = _named(prof, "aten::sigmoid")
+        us = 1e6
+        self.assertGreaterEqual(inner.device_time_total, _INNER_S * us)
+        self.assertGreaterEqual(outer.device_time_total, (_OUTER_S + _INNER_S) * us)
+        # The outer kernel's own time: its sleep, not the inner kernel's.
+        self.assertGreaterEqual(outer.self_device_time_total, _OUTER_S * us)
+        self.assertLess(outer.self_device_time_total, _INNER_S * us)
+
+    def test_nested_kernels_count_once(self):
+        x = torch.ones(4, device="ref")
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+            torch.nn.functional.hardtanh(x)
+        self._check_nested_kernels(prof)
+        with torch.autograd.profiler.profile(use_device="ref", use_kineto=False) as prof:
+            torch.nn.functional.hardtanh(x)
+        self._check_nested_kernels(prof)
 
     def test_backward_kernels_have_device_time(self):
         w = self.w.clone().requires_grad_()

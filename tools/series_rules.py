@@ -266,7 +266,6 @@ PY_FACTS = {
     "REMOVED_ATEN_OPS": '{"cholesky": (2, 14)}',
     "STREAM_QUERIES_NOEXCEPT": "True",
     "DDP_PYTHON_REDUCER_MODE": '"python_reducer_without_compiled_forward"',
-    "PROFILER_NEEDS_KINETO_PLUGIN": "False",
 }
 #: The base's value of a call of each function of ``_compat.py``, whatever its arguments.
 PY_FACT_CALLS = {
@@ -285,6 +284,7 @@ CPP_FACTS = {
     "TORCH_ACC_GENERATOR_REGISTRY": True,
     "TORCH_ACC_HAVE_DEVICE_ALLOCATOR": False,
     "TORCH_ACC_DETACH_COPIES_FRESH_RESULT": True,
+    "TORCH_ACC_PROFILER_KINETO_PLUGIN": False,
 }
 CPP_TOKENS = {"TORCH_ACC_STREAM_NOEXCEPT": "noexcept"}
 #: compat.h's own helper, used only inside it.

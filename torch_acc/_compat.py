@@ -96,11 +96,3 @@ STREAM_QUERIES_NOEXCEPT = TORCH_VERSION < (2, 7)
 DDP_PYTHON_REDUCER_MODE = (
     "python_reducer" if TORCH_VERSION >= (2, 13) else "python_reducer_without_compiled_forward"
 )
-
-#: Whether ``torch.profiler.profile`` traces PrivateUse1 only through a kineto plugin (an
-#: ``IActivityProfiler``, its ``KINETO_PRIVATEUSE1`` state; 2.13 and 2.14): then the device
-#: time of a backend without one, such as a Python backend, is recorded by
-#: ``torch.autograd.profiler.profile(use_device=<backend>, use_kineto=False)``. On 2.6,
-#: ``torch.profiler.profile`` records it itself (``KINETO_PRIVATEUSE1_FALLBACK``). The
-#: releases between are not checked.
-PROFILER_NEEDS_KINETO_PLUGIN = hasattr(torch._C._profiler.ProfilerState, "KINETO_PRIVATEUSE1")

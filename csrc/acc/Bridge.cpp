@@ -16,13 +16,11 @@
 #include <ATen/ops/resolve_conj.h>
 #include <ATen/ops/resolve_neg.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
-#include <c10/util/ApproximateClock.h>
 #include <c10/util/irange.h>
 #include <c10/util/strides.h>
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
-#include <torch/csrc/profiler/orchestration/observer.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -267,6 +265,15 @@ std::string functionName(PyObject* fn) {
   const auto name = py::getattr(fn, "__qualname__", py::none());
   return name.is_none() ? py::repr(fn).cast<std::string>()
                         : name.cast<std::string>();
+}
+
+// The name of a Python function in the profiler's traces: its module and
+// qualified name.
+std::string qualifiedFunctionName(PyObject* fn) {
+  const auto module = py::getattr(fn, "__module__", py::none());
+  const auto name = functionName(fn);
+  return module.is_none() ? name
+                          : py::str(module).cast<std::string>() + "." + name;
 }
 
 // The name of an object's type in errors: numpy.ndarray, int.
@@ -849,7 +856,10 @@ std::string describe(const at::Tensor& t) {
 class PythonKernel final : public c10::OperatorKernel {
  public:
   PythonKernel(py::object fn, const c10::OperatorHandle& op)
-      : fn_(fn.release().ptr()), op_(op), name_(op.schema().name()) {
+      : fn_(fn.release().ptr()),
+        op_(op),
+        name_(op.schema().name()),
+        kernel_name_(qualifiedFunctionName(fn_)) {
     const auto& schema = op.schema();
     if (!schema.overload_name().empty()) {
       name_ += "." + schema.overload_name();
@@ -1093,13 +1103,12 @@ class PythonKernel final : public c10::OperatorKernel {
     for (const auto& a : args) {
       argv.push_back(a.ptr());
     }
-    // The kernel's time is the device's while a profiler is on (Hooks.h).
-    const bool timed = torch::profiler::impl::profilerEnabled();
-    const int64_t start = timed ? c10::getTime() : 0;
-    PyObject* raw = PyObject_Vectorcall(
-        fn_, argv.data(), args.size() - nkw_, nkw_ == 0 ? nullptr : kwnames_);
-    if (timed) {
-      kernelTimeNs() += c10::getTime() - start;
+    PyObject* raw = nullptr;
+    {
+      // The kernel's time is the device's while a profiler is on (Hooks.h).
+      const KernelTiming timing(kernel_name_, device_index);
+      raw = PyObject_Vectorcall(
+          fn_, argv.data(), args.size() - nkw_, nkw_ == 0 ? nullptr : kwnames_);
     }
     if (raw == nullptr) {
       raiseFromKernel();
@@ -1325,6 +1334,8 @@ class PythonKernel final : public c10::OperatorKernel {
   PyObject* fn_;
   c10::OperatorHandle op_;
   std::string name_;
+  // The kernel's name in the profiler's traces.
+  std::string kernel_name_;
   PyObject* kwnames_;
   size_t nkw_;
   bool has_out_ = false;

@@ -8,13 +8,26 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/ApproximateClock.h>
+#include <torch/csrc/profiler/orchestration/observer.h>
 #include <torch/csrc/profiler/stubs/base.h>
 #if TORCH_ACC_GENERATOR_REGISTRY
 #include <ATen/core/GeneratorForPrivateuseone.h>
 #endif
+#if TORCH_ACC_PROFILER_KINETO_PLUGIN
+#include <ATen/record_function.h>
+#include <GenericTraceActivity.h>
+#include <IActivityProfiler.h>
+#include <libkineto.h>
+#include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
+#endif
 
 #include <atomic>
+#include <mutex>
+#include <new>
+#include <set>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 namespace torch::acc {
 
@@ -357,15 +370,231 @@ const at::Generator& Hooks::getDefaultGenerator(
 namespace {
 std::atomic<const Hooks*> registered{nullptr};
 
+// The kernels running on this thread, innermost last.
+std::vector<KernelTiming*>& runningKernels() {
+  thread_local std::vector<KernelTiming*> running;
+  return running;
+}
+
+// Per thread, for each depth of kernels running inside kernels, the time of
+// the kernels that ran at that depth, each with the kernels it ran: index 0
+// for kernels that ran inside no other.
+std::vector<int64_t>& kernelTimeByDepth() {
+  thread_local std::vector<int64_t> ns;
+  return ns;
+}
+
+// The profiler's PrivateUse1 event: the time of the kernels that ran at the
+// depth a kernel started now would run at. An operator's device time, between
+// the events the profiler records as it enters and leaves the operator, is
+// then the time of the kernels it ran (theirs included), and an operator that
+// ran none has none: a CPU operator inside a kernel, say.
+struct DeviceMark {
+  size_t depth;
+  int64_t ns;
+};
+
+DeviceMark deviceMark() {
+  const size_t depth = runningKernels().size();
+  const auto& by_depth = kernelTimeByDepth();
+  return {depth, depth < by_depth.size() ? by_depth[depth] : 0};
+}
+
+#if TORCH_ACC_PROFILER_KINETO_PLUGIN
+// torch.profiler's PrivateUse1 activities, through a kineto plugin
+// (torch::profiler::impl::PrivateUse1ProfilerRegistry): each stretch of a
+// kernel's own time is a CONCURRENT_KERNEL activity (a PrivateUse1 device
+// event to torch), linked to the operator that ran the kernel by the
+// correlation id kineto gives the plugin's session as the operator starts.
+
+struct KernelStretch {
+  std::string name;
+  int64_t start_ns;
+  int64_t end_ns;
+  uint64_t correlation_id; // The operator's; 0 outside any.
+  c10::DeviceIndex device;
+  uint64_t thread;
+};
+
+// What the running session records. A session starts a new generation, so
+// that a thread's correlation ids left from an earlier one are not read.
+class KernelRecorder {
+ public:
+  static KernelRecorder& get() {
+    static KernelRecorder recorder;
+    return recorder;
+  }
+
+  bool recording() const {
+    return recording_.load(std::memory_order_acquire);
+  }
+
+  uint64_t generation() const {
+    return generation_.load(std::memory_order_acquire);
+  }
+
+  void start() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stretches_.clear();
+    generation_.fetch_add(1);
+    recording_.store(true, std::memory_order_release);
+  }
+
+  std::vector<KernelStretch> stop() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    recording_.store(false, std::memory_order_release);
+    return std::exchange(stretches_, {});
+  }
+
+  void add(KernelStretch stretch) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (recording_.load(std::memory_order_relaxed)) {
+      stretches_.push_back(std::move(stretch));
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::atomic<bool> recording_{false};
+  std::atomic<uint64_t> generation_{0};
+  std::vector<KernelStretch> stretches_;
+};
+
+// The correlation ids of the operators open on this thread, innermost last,
+// as kineto hands them to the session.
+struct OpenOperators {
+  uint64_t generation = 0;
+  std::vector<uint64_t> ids;
+
+  static OpenOperators& get() {
+    thread_local OpenOperators open;
+    auto& recorder = KernelRecorder::get();
+    if (open.generation != recorder.generation()) {
+      open.generation = recorder.generation();
+      open.ids.clear();
+    }
+    return open;
+  }
+};
+
+class KernelSession final : public libkineto::IActivityProfilerSession {
+ public:
+  void start() override {
+    KernelRecorder::get().start();
+    status_ = libkineto::TraceStatus::RECORDING;
+  }
+
+  void stop() override {
+    stretches_ = KernelRecorder::get().stop();
+    status_ = libkineto::TraceStatus::PROCESSING;
+  }
+
+  std::vector<std::string> errors() override {
+    return {};
+  }
+
+  void processTrace(libkineto::ActivityLogger& logger) override {
+    processTrace(logger, nullptr, 0, 0);
+  }
+
+  void processTrace(
+      libkineto::ActivityLogger& logger,
+      libkineto::getLinkedActivityCallback linked,
+      int64_t /*startTime*/,
+      int64_t /*endTime*/) override {
+    int32_t id = 0;
+    for (const auto& stretch : stretches_) {
+      buffer_->emplace_activity(
+          buffer_->span,
+          libkineto::ActivityType::CONCURRENT_KERNEL,
+          stretch.name);
+      auto& activity = *buffer_->activities.back();
+      activity.startTime = stretch.start_ns;
+      activity.endTime = stretch.end_ns;
+      activity.id = ++id;
+      activity.device = stretch.device;
+      activity.resource = static_cast<int32_t>(stretch.thread);
+      activity.threadId = static_cast<int32_t>(stretch.thread);
+      if (linked && stretch.correlation_id != 0) {
+        activity.linked = linked(static_cast<int32_t>(stretch.correlation_id));
+      }
+      activity.log(logger);
+    }
+    stretches_.clear();
+    status_ = libkineto::TraceStatus::READY;
+  }
+
+  std::unique_ptr<libkineto::DeviceInfo> getDeviceInfo() override {
+    return nullptr;
+  }
+
+  std::vector<libkineto::ResourceInfo> getResourceInfos() override {
+    return {};
+  }
+
+  // Kineto keeps the buffer, and with it the activities it was given, for as
+  // long as the trace it makes of them.
+  std::unique_ptr<libkineto::CpuTraceBuffer> getTraceBuffer() override {
+    return std::move(buffer_);
+  }
+
+  void pushCorrelationId(uint64_t id) override {
+    OpenOperators::get().ids.push_back(id);
+  }
+
+  void popCorrelationId() override {
+    auto& open = OpenOperators::get();
+    if (!open.ids.empty()) {
+      open.ids.pop_back();
+    }
+  }
+
+ private:
+  std::vector<KernelStretch> stretches_;
+  std::unique_ptr<libkineto::CpuTraceBuffer> buffer_ =
+      std::make_unique<libkineto::CpuTraceBuffer>();
+};
+
+class KernelProfiler final : public libkineto::IActivityProfiler {
+ public:
+  const std::string& name() const override {
+    return name_;
+  }
+
+  const std::set<libkineto::ActivityType>& availableActivities()
+      const override {
+    return activities_;
+  }
+
+  std::unique_ptr<libkineto::IActivityProfilerSession> configure(
+      const std::set<libkineto::ActivityType>& activity_types,
+      const libkineto::Config& /*config*/) override {
+    if (activity_types.count(libkineto::ActivityType::CONCURRENT_KERNEL) == 0) {
+      return nullptr;
+    }
+    return std::make_unique<KernelSession>();
+  }
+
+  std::unique_ptr<libkineto::IActivityProfilerSession> configure(
+      int64_t /*ts_ms*/,
+      int64_t /*duration_ms*/,
+      const std::set<libkineto::ActivityType>& activity_types,
+      const libkineto::Config& config) override {
+    return configure(activity_types, config);
+  }
+
+ private:
+  std::string name_{"torch_acc"};
+  std::set<libkineto::ActivityType> activities_{
+      libkineto::ActivityType::CONCURRENT_KERNEL};
+};
+#endif
+
 using ProfilerEvent = torch::profiler::impl::ProfilerVoidEventStub;
 
 // The device side of torch.profiler for PrivateUse1 (its
-// KINETO_PRIVATEUSE1_FALLBACK state). A Python backend's kernel returns when
-// its work is done, so the device is busy exactly while a kernel runs: an
-// event is the kernel time of the recording thread so far (kernelTimeNs()),
-// and an operator's device time, between the events the profiler records when
-// it enters and when it leaves the operator, is the time its kernels ran (its
-// nested operators' included).
+// KINETO_PRIVATEUSE1_FALLBACK state, and the autograd profiler's legacy
+// mode): events are device marks (deviceMark()).
 class ProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
  public:
   void record(c10::DeviceIndex* device, ProfilerEvent* event, int64_t* cpu_ns)
@@ -373,7 +602,7 @@ class ProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
     if (device != nullptr) {
       *device = guard().getDevice().index();
     }
-    *event = std::make_shared<int64_t>(kernelTimeNs());
+    *event = std::make_shared<DeviceMark>(deviceMark());
     if (cpu_ns != nullptr) {
       *cpu_ns = c10::getTime();
     }
@@ -385,9 +614,12 @@ class ProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
     // The profiler asks only for pairs it recorded (KinetoEvent's elapsed
     // time is -1 without them).
     TORCH_INTERNAL_ASSERT(start != nullptr && *start && end != nullptr && *end);
-    const auto from = *static_cast<const int64_t*>(start->get());
-    const auto to = *static_cast<const int64_t*>(end->get());
-    return static_cast<float>(to - from) / 1000.0f;
+    const auto& from = *static_cast<const DeviceMark*>(start->get());
+    const auto& to = *static_cast<const DeviceMark*>(end->get());
+    // The profiler pairs the events of one operator, which runs no longer
+    // than a kernel it runs inside of.
+    TORCH_INTERNAL_ASSERT(from.depth == to.depth);
+    return static_cast<float>(to.ns - from.ns) / 1000.0f;
   }
 
   // A Python device has no timeline of its own to mark: its work runs on the
@@ -417,10 +649,73 @@ const Hooks* pythonHooks() {
   return registered.load();
 }
 
-int64_t& kernelTimeNs() {
-  thread_local int64_t ns = 0;
-  return ns;
+KernelTiming::KernelTiming(
+    [[maybe_unused]] const std::string& name,
+    [[maybe_unused]] c10::DeviceIndex device)
+    : timed_(torch::profiler::impl::profilerEnabled()) {
+  if (!timed_) {
+    return;
+  }
+  // What may throw first, then what may not.
+  auto& running = runningKernels();
+  running.reserve(running.size() + 1);
+  auto& by_depth = kernelTimeByDepth();
+  if (by_depth.size() <= running.size()) {
+    by_depth.resize(running.size() + 1, 0);
+  }
+  start_ = c10::getTime();
+#if TORCH_ACC_PROFILER_KINETO_PLUGIN
+  name_ = &name;
+  device_ = device;
+  if (!running.empty()) {
+    running.back()->pause(start_);
+  }
+  if (KernelRecorder::get().recording()) {
+    const auto& open = OpenOperators::get().ids;
+    correlation_id_ = open.empty() ? 0 : open.back();
+  }
+  stretch_start_ = start_;
+#endif
+  running.push_back(this);
 }
+
+KernelTiming::~KernelTiming() {
+  if (!timed_) {
+    return;
+  }
+  const int64_t now = c10::getTime();
+  auto& running = runningKernels();
+  kernelTimeByDepth()[running.size() - 1] += now - start_;
+  running.pop_back();
+#if TORCH_ACC_PROFILER_KINETO_PLUGIN
+  pause(now);
+  if (!running.empty()) {
+    running.back()->resume(now);
+  }
+#endif
+}
+
+#if TORCH_ACC_PROFILER_KINETO_PLUGIN
+void KernelTiming::pause(int64_t now_ns) noexcept {
+  auto& recorder = KernelRecorder::get();
+  if (!recorder.recording()) {
+    return;
+  }
+  try {
+    recorder.add(
+        KernelStretch{
+            *name_,
+            stretch_start_,
+            now_ns,
+            correlation_id_,
+            device_,
+            at::RecordFunction::currentThreadId()});
+  } catch (const std::bad_alloc&) {
+    // Out of memory for the trace (a destructor cannot throw): this stretch
+    // is missing from it; the kernel's own result is unaffected.
+  }
+}
+#endif
 
 bool registerHooks(py::handle hooks) {
   // at::RegisterPrivateUse1HooksInterface() fails on a second registration;
@@ -438,6 +733,12 @@ bool registerHooks(py::handle hooks) {
   // are: destroyed at exit, when no profiler runs any more.
   static ProfilerStubs profiler_stubs;
   torch::profiler::impl::registerPrivateUse1Methods(&profiler_stubs);
+#if TORCH_ACC_PROFILER_KINETO_PLUGIN
+  torch::profiler::impl::PrivateUse1ProfilerRegistry::instance()
+      .registerFactory([]() -> std::unique_ptr<libkineto::IActivityProfiler> {
+        return std::make_unique<KernelProfiler>();
+      });
+#endif
 #if TORCH_ACC_GENERATOR_REGISTRY
   static at::_GeneratorRegister generators([](c10::DeviceIndex index) {
     return at::detail::getPrivateUse1Hooks().getNewGenerator(index);

@@ -127,11 +127,42 @@ const Hooks* pythonHooks();
 // nothing, when PrivateUse1 already has hooks.
 bool registerHooks(py::handle hooks);
 
-// The device time of torch.profiler: the nanoseconds this thread has spent in
-// a backend's kernels while a profiler was on. The kernel bridge adds each
-// kernel call's time; the profiler's device events (Hooks.cpp) read it, so
-// that an operator's device time is the time its kernels ran, nothing on an
-// operator that ran none.
-int64_t& kernelTimeNs();
+// Times one call of a backend's kernel while a profiler is on, for the
+// profiler's device time. A Python backend's kernel returns when its work is
+// done, so the device is busy exactly while one runs: an operator's device
+// time is the time its kernels ran, nothing on an operator that ran none. The
+// profiler's PrivateUse1 events read the kernels' times (Hooks.cpp), and,
+// where torch.profiler traces PrivateUse1 through a kineto plugin, each
+// stretch of a kernel's own time is a kernel activity on the device, linked to
+// the operator that ran it: a kernel that runs another (an operator on the
+// device inside a kernel) pauses while the other runs, so that each
+// nanosecond counts once, towards the innermost kernel running.
+class KernelTiming {
+ public:
+  // `name` (the kernel's) must outlive the timing; `device` is the index of
+  // the device it runs on.
+  KernelTiming(const std::string& name, c10::DeviceIndex device);
+  ~KernelTiming();
+  KernelTiming(const KernelTiming&) = delete;
+  KernelTiming& operator=(const KernelTiming&) = delete;
+
+ private:
+  bool timed_;
+  int64_t start_ = 0;
+#if TORCH_ACC_PROFILER_KINETO_PLUGIN
+  // Ends the current stretch of this kernel's own time at `now_ns`: a
+  // kernel activity.
+  void pause(int64_t now_ns) noexcept;
+  // Starts another stretch of it at `now_ns`.
+  void resume(int64_t now_ns) {
+    stretch_start_ = now_ns;
+  }
+
+  const std::string* name_ = nullptr;
+  c10::DeviceIndex device_ = 0;
+  int64_t stretch_start_ = 0;
+  uint64_t correlation_id_ = 0; // The operator's that ran the kernel.
+#endif
+};
 
 } // namespace torch::acc

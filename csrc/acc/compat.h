@@ -39,3 +39,14 @@
 // (make_variable_non_differentiable_view's is_fresh_tensor). The releases
 // between are not checked.
 #define TORCH_ACC_DETACH_COPIES_FRESH_RESULT (!TORCH_ACC_TORCH_AT_LEAST(2, 7))
+
+// torch.profiler traces PrivateUse1 through a kineto plugin that a backend
+// registers with torch::profiler::impl::PrivateUse1ProfilerRegistry in 2.13
+// (2.6 has neither, and times PrivateUse1 through its profiler stubs alone;
+// the releases between are not checked). setup.py defines USE_KINETO where
+// the wheel was built with kineto.
+#if defined(USE_KINETO) && TORCH_ACC_TORCH_AT_LEAST(2, 13)
+#define TORCH_ACC_PROFILER_KINETO_PLUGIN 1
+#else
+#define TORCH_ACC_PROFILER_KINETO_PLUGIN 0
+#endif
