@@ -2,19 +2,24 @@ r"""torch_acc's JAX device against torchax, each against CPU torch in its own pr
 
 Cases: per-op overhead on 4x4 float32 tensors (``a + b``, ``a.sum()``, ``a @ b``, a view
 ``a[1:3].t()`` read by ``+ 1``), an MLP training step (SGD, cross-entropy, batch 32) eager,
-and the same step compiled (torch_acc: ``torch.compile(backend="per_device")``, which lowers
-every graph to one ``jax.jit``; torchax: its own ``torchax.interop.jax_jit`` over a
-functional step). Each time is the median CPU time (``time.process_time``) of several loops,
+and the same step compiled (torch_acc: ``loss.backward()`` and ``opt.step()``, compiled with
+``torch.compile(backend="per_device")``, which lowers every graph to one ``jax.jit``;
+torchax: the functional step it trains with, ``torch.func.grad_and_value`` and an update,
+called as it is and under its own ``torchax.interop.jax_jit``, which makes the whole step one
+``jax.jit``: its tensors carry no autograd state for ``loss.backward()``). Each time is the
+median CPU time (``time.process_time``) of several loops,
 so time waiting for a core other processes hold is not counted (CPU torch runs on one thread,
 ``torch.set_num_threads(1)``, as its spinning threads would count too); the table gives each
 implementation's ratio to CPU torch timed in the same process, and the ratio of the two.
 
 torchax cannot share this process: it takes over PyTorch's dispatch with a tensor subclass,
 torch_acc binds PrivateUse1, and torchax 0.0.13 fails to import on torch 2.13 (which removed
-the ``dimname`` overloads it names). It runs in a subprocess of another Python environment,
-with a torch it supports, given by ``--torchax-python PATH`` (or ``TORCHAX_PYTHON``); its
-ratios are to the CPU torch of that environment. Without such an environment the torchax
-columns say so, and no torchax number is printed.
+the ``dimname`` overloads it names) and on 2.6 (it names ``torch.float4_e2m1fn_x2``, which
+came later); it imports on torch 2.9.1, ``pip install torch==2.9.1 "jax[cpu]"
+torchax==0.0.13`` in a virtual environment of its own. It runs in a subprocess of another
+Python environment, with a torch it supports, given by ``--torchax-python PATH`` (or
+``TORCHAX_PYTHON``); its ratios are to the CPU torch of that environment. Without such an
+environment the torchax columns say so, and no torchax number is printed.
 
 Targets (issue 19): torch_acc's eager per-op overhead at least 5x lower than torchax's; the
 compiled step no slower than torchax's. A miss does not change the exit status.
@@ -135,9 +140,10 @@ def host_torchax(quick: bool) -> dict:
     jax_ops = _ops("jax", block)
     for case in OPS:
         result["impl"][case] = _time(jax_ops[case], loops, rounds)
-    eager = _mlp_step("jax")
-    result["impl"]["MLP step, eager"] = _time(lambda: block(eager()), step_loops, rounds)
 
+    # torchax trains functionally: its tensors carry no autograd state for loss.backward()
+    # ("element 0 of tensors does not require grad"), so both of its steps are the
+    # torch.func step below, eager and under jax_jit.
     torch.manual_seed(0)
     model = torch.nn.Sequential(
         torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)
@@ -156,10 +162,15 @@ def host_torchax(quick: bool) -> dict:
     jitted = jax_jit(step)
     state = {"p": params}
 
+    def eager():
+        state["p"], loss = step(state["p"], x, y)
+        return loss
+
     def compiled():
         state["p"], loss = jitted(state["p"], x, y)
         return loss
 
+    result["impl"]["MLP step, eager"] = _time(lambda: block(eager()), step_loops, rounds)
     result["impl"]["MLP step, compiled"] = _time(lambda: block(compiled()), step_loops, rounds)
     return result
 

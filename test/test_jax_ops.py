@@ -6,6 +6,7 @@ import contextlib
 import copy
 import io
 import unittest
+import warnings
 
 import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
@@ -153,12 +154,17 @@ class TestJaxTraining(TestCase):
             torch._dynamo.reset()
             model = _mlp()
             cpu_losses, cpu_params = _train(copy.deepcopy(model), "cpu", 4)
-            jax_losses, jax_params = _train(model, "jax", 4, compile_step=True)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                jax_losses, jax_params = _train(model, "jax", 4, compile_step=True)
         finally:
             torch_acc.register_compile_backend("jax", _compile.compile_graph)
             torch._dynamo.reset()
         self.assertTrue(lowered)
         self.assertTrue(all(lowered), lowered)
+        # Each graph was traced as one jax.jit when it first ran, not run op by op.
+        fallbacks = [str(w.message) for w in caught if "runs op by op" in str(w.message)]
+        self.assertEqual(fallbacks, [])
         self.assertEqual(jax_losses, cpu_losses, atol=1e-5, rtol=1e-4)
         self.assertEqual(jax_params, cpu_params, atol=1e-5, rtol=1e-4)
 

@@ -7,6 +7,8 @@ graph one traced, jitted function of the inputs' arrays. A graph with an operato
 lowering (or draws random numbers) runs op by op on the device instead.
 """
 
+import warnings
+
 import jax
 import torch
 
@@ -70,15 +72,14 @@ def _lower(gm: torch.fx.GraphModule):
         elif node.op in ("call_module", "call_method", "get_attr"):
             raise _Unsupported(node.op)
 
+    output = next(node for node in reversed(nodes) if node.op == "output")
+
     def run(*arrays):
         env = {}
         placeholders = iter(arrays)
-        out = None
         for node in nodes:
             if node.op == "placeholder":
                 env[node] = next(placeholders)
-            elif node.op == "output":
-                out = torch.fx.node.map_arg(node.args[0], lambda n: env[n])
         for node, fn, cast in plan:
             args = torch.fx.node.map_arg(node.args, lambda n: env[n])
             kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
@@ -89,9 +90,7 @@ def _lower(gm: torch.fx.GraphModule):
             if cast:
                 result = cast_results(result, _dtypes(node))
             env[node] = result
-        if out is None:
-            out = torch.fx.node.map_arg(nodes[-1].args[0], lambda n: env[n])
-        return out
+        return torch.fx.node.map_arg(output.args[0], lambda n: env[n])
 
     return run
 
@@ -131,7 +130,12 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         else:
             try:
                 outs = jitted(*arrays)
-            except Exception:  # noqa: BLE001 - not traceable: op by op, which names any error
+            except Exception as e:  # noqa: BLE001 - not traceable: op by op, which names any error
+                warnings.warn(
+                    f"jax: a graph of torch.compile(backend='per_device') could not be traced "
+                    f"as one jax.jit ({type(e).__name__}: {e}); it runs op by op",
+                    stacklevel=2,
+                )
                 jitted = None
                 return gm.forward(*inputs)
             traced = True
