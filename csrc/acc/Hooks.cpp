@@ -502,6 +502,9 @@ class KernelSession final : public libkineto::IActivityProfilerSession {
       libkineto::getLinkedActivityCallback linked,
       int64_t /*startTime*/,
       int64_t /*endTime*/) override {
+    if (!buffer_) { // Kineto took the buffer of an earlier processing.
+      buffer_ = std::make_unique<libkineto::CpuTraceBuffer>();
+    }
     int32_t id = 0;
     for (const auto& stretch : stretches_) {
       buffer_->emplace_activity(
