@@ -576,6 +576,16 @@ _WORKERS = {
 }
 
 
+def _destroy_process_group() -> None:
+    """``dist.destroy_process_group()`` once gloo's worker threads are done with the last
+    collective. torch 2.6's ``~ProcessGroupGloo`` joins its workers with the GIL held, and a
+    worker that lets go of a work last frees its tensors' Python objects, which needs the GIL:
+    a deadlock (seen on 2.6 after the 4-rank gather). The GIL released a while lets the workers
+    finish first."""
+    time.sleep(0.5)
+    dist.destroy_process_group()
+
+
 def _worker_main(scenario: str, rank: int, ws: int, init: str) -> None:
     from torch_acc.backends import numpy as npy_backend
 
@@ -592,7 +602,7 @@ def _worker_main(scenario: str, rank: int, ws: int, init: str) -> None:
     worker(rank, ws, os.path.dirname(init))  # beside the init file: files all ranks share
     print(f"ok {scenario}", flush=True)
     if scenario not in ("rank_dies", "errors"):
-        dist.destroy_process_group()
+        _destroy_process_group()
     os._exit(0)  # a group whose peer failed must not hold the exit
 
 
@@ -668,7 +678,7 @@ class TestDistributed(TestCase):
             model = DDP(torch.nn.Linear(3, 2).to("npy"))
             model(torch.ones(2, 3, device="npy")).sum().backward()
         finally:
-            dist.destroy_process_group()
+            _destroy_process_group()
 
     def test_transport(self):
         """A backend's own transport moves the host tensors instead of gloo: here one that
@@ -699,7 +709,7 @@ class TestDistributed(TestCase):
             dist.all_gather_into_tensor(out, t * 2)
         finally:
             distributed._transports.pop("npy")
-            dist.destroy_process_group()
+            _destroy_process_group()
         self.assertEqual(out.cpu(), torch.arange(4.0) * 2)
         names = [name for name, _ in seen]
         self.assertIn("broadcast", names)
