@@ -9,6 +9,7 @@ of the operators it calls. Memory events come from the payloads' figures.
 import json
 import os
 import tempfile
+import threading
 import time
 
 import torch
@@ -134,6 +135,23 @@ class TestProfiler(TestCase):
         with torch.autograd.profiler.profile(use_device="ref", use_kineto=False) as prof:
             torch.nn.functional.hardtanh(x)
         self._check_nested_kernels(prof)
+
+    def test_range_ended_on_another_thread(self):
+        # A range whose future completes on another thread ends there: its events are of two
+        # threads, whose kernel times have nothing in common. No device time, no error.
+        with torch.autograd.profiler.profile(use_device="ref", use_kineto=False) as prof:
+            fut = torch.futures.Future()
+            with record_function("async_range") as rf:
+                done = rf._call_end_callbacks_on_future(fut)
+                torch.mm(self.x, self.w)
+            thread = threading.Thread(target=lambda: fut.set_result(None))
+            thread.start()
+            thread.join()
+            done.wait()
+        (rng,) = _named(prof, "async_range")
+        self.assertEqual(rng.device_time_total, 0)
+        (mm,) = [e for e in _named(prof, "aten::mm") if e.device_time_total > 0]
+        self.assertGreater(mm.device_time_total, 0)
 
     def test_backward_kernels_have_device_time(self):
         w = self.w.clone().requires_grad_()

@@ -25,6 +25,7 @@
 #include <mutex>
 #include <new>
 #include <set>
+#include <thread>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -390,6 +391,7 @@ std::vector<int64_t>& kernelTimeByDepth() {
 // then the time of the kernels it ran (theirs included), and an operator that
 // ran none has none: a CPU operator inside a kernel, say.
 struct DeviceMark {
+  std::thread::id thread;
   size_t depth;
   int64_t ns;
 };
@@ -397,7 +399,10 @@ struct DeviceMark {
 DeviceMark deviceMark() {
   const size_t depth = runningKernels().size();
   const auto& by_depth = kernelTimeByDepth();
-  return {depth, depth < by_depth.size() ? by_depth[depth] : 0};
+  return {
+      std::this_thread::get_id(),
+      depth,
+      depth < by_depth.size() ? by_depth[depth] : 0};
 }
 
 #if TORCH_ACC_PROFILER_KINETO_PLUGIN
@@ -619,9 +624,13 @@ class ProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
     TORCH_INTERNAL_ASSERT(start != nullptr && *start && end != nullptr && *end);
     const auto& from = *static_cast<const DeviceMark*>(start->get());
     const auto& to = *static_cast<const DeviceMark*>(end->get());
-    // The profiler pairs the events of one operator, which runs no longer
-    // than a kernel it runs inside of.
-    TORCH_INTERNAL_ASSERT(from.depth == to.depth);
+    // The events of an operator are taken at one depth of one thread: it runs
+    // no longer than a kernel it runs inside of. A range that a future ends
+    // on another thread (record_function's end callbacks) has marks of two
+    // threads, which time nothing in common: no device time.
+    if (from.thread != to.thread || from.depth != to.depth) {
+      return 0.0f;
+    }
     return static_cast<float>(to.ns - from.ns) / 1000.0f;
   }
 
