@@ -6,9 +6,8 @@ spell of a shared machine falls on both:
 - ``all_reduce`` (sum, float32) of 1 KB, 1 MB and 64 MB: on ``npy`` tensors through the ``acc``
   backend (``torch_acc.distributed``), and on CPU tensors through a gloo group;
 - a training step of the demo's MLP (batch 64, 32 samples per rank) with
-  ``DistributedDataParallel``: on ``npy`` (``torch_acc.distributed.data_parallel``) and on
-  CPU (gloo), and the same step in one process without DDP on both devices, for the
-  single-process ratio.
+  ``DistributedDataParallel``: on ``npy`` (the ``acc`` backend) and on CPU (gloo), and the
+  same step in one process without DDP on both devices, for the single-process ratio.
 
 A time is the median over rounds of the time per call of a timed loop. It prints the times
 and ratios against the targets: ``all_reduce`` of 64 MB within 1.3x of gloo on CPU tensors,
@@ -75,14 +74,9 @@ _gloo = None
 def _step(device: str, model: nn.Module, x, y, ddp_group=None):
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from torch_acc.distributed import data_parallel
-
     model = copy.deepcopy(model).to(device)
     if ddp_group is not None:
-        if device == "cpu":
-            model = DDP(model, process_group=ddp_group)
-        else:
-            model = data_parallel(model, process_group=ddp_group)
+        model = DDP(model, process_group=ddp_group)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     loss_fn = nn.CrossEntropyLoss()
     x, y = x.to(device), y.to(device)

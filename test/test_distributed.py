@@ -13,14 +13,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import unittest
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 from torch.testing._internal.common_utils import run_tests, TestCase
-
-from torch_acc.distributed import data_parallel, ddp_python_reducer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -390,37 +387,33 @@ def _worker_init(rank: int, ws: int, tmp: str) -> None:
 
 
 class _Net(torch.nn.Module):
-    def __init__(self, unused: bool = False):
+    def __init__(self, unused: bool = False, norm: bool = True):
         super().__init__()
         self.fc1 = torch.nn.Linear(6, 16)
+        # Running statistics: buffers that DDP broadcasts from rank 0 before each forward.
+        self.norm = torch.nn.BatchNorm1d(16) if norm else None
         self.fc2 = torch.nn.Linear(16, 3)
         self.unused = torch.nn.Linear(4, 4) if unused else None
         self.register_buffer("scale", torch.ones(16))
 
     def forward(self, x):
-        return self.fc2(torch.relu(self.fc1(x)) * self.scale)
+        h = self.fc1(x)
+        if self.norm is not None:
+            h = self.norm(h)
+        return self.fc2(torch.relu(h) * self.scale)
 
 
-def _ddp_run(
-    rank: int,
-    device: str,
-    group,
-    steps: int = 3,
-    no_sync: bool = False,
-    coalesced: bool = True,
-    **ddp_kwargs,
-):
+def _ddp_run(rank: int, device: str, group, steps: int = 3, no_sync: bool = False, **ddp_kwargs):
+    """A few SGD steps of ``DistributedDataParallel`` on ``device``, buckets of a few
+    parameters each: the parameters and buffers after them, and how many storages their
+    gradients have."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     torch.manual_seed(0)
     net = _Net(unused=ddp_kwargs.get("find_unused_parameters", False))
-    if device == "npy" and coalesced:
-        model = data_parallel(net.to(device), process_group=group, **ddp_kwargs)
-    elif device == "npy":
-        with ddp_python_reducer():
-            model = DDP(net.to(device), process_group=group, **ddp_kwargs)
-    else:
-        model = DDP(net.to(device), process_group=group, bucket_cap_mb=0.0005, **ddp_kwargs)
+    with torch.no_grad():
+        net.scale.add_(rank)  # rank 0's buffers are broadcast when DDP wraps the module
+    model = DDP(net.to(device), process_group=group, bucket_cap_mb=0.0005, **ddp_kwargs)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for step in range(steps):
         opt.zero_grad()
@@ -432,28 +425,44 @@ def _ddp_run(
         y = _data(rank, (4,), torch.int64, seed=step).remainder(3).to(device)
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
-    return [p.detach().cpu() for p in model.parameters()]
+    # With gradient_as_bucket_view, each gradient is a view of its bucket: the gradients of a
+    # bucket share one storage (DDP's reducer tells its views by Tensor::is_alias_of).
+    storages = {p.grad.untyped_storage()._cdata for p in model.parameters() if p.grad is not None}
+    state = [p.detach().cpu() for p in model.parameters()] + [b.cpu() for b in model.buffers()]
+    return state, len(storages)
 
 
 def _worker_ddp(rank: int, ws: int, tmp: str) -> None:
+    """DDP's own reducer on npy (buckets, the broadcast of buffers) trains to the parameters
+    and buffers that CPU DDP with gloo gives, in every mode."""
     gloo = dist.new_group(backend="gloo")
-    # npy: DDP with the Python reducer, one coalesced all_reduce per backward
-    # (data_parallel) or one per parameter; CPU: DDP's C++ reducer (several buckets), gloo.
-    configs = {"default": {}, "no_sync": {"no_sync": True}, "per parameter": {"coalesced": False}}
+    configs = {
+        "several buckets": {},
+        "gradient_as_bucket_view": {"gradient_as_bucket_view": True},
+        "find_unused_parameters": {"find_unused_parameters": True},
+        "no_sync": {"no_sync": True},
+        "static_graph": {"static_graph": True},
+        "buffers not broadcast": {"broadcast_buffers": False},
+    }
     for name, kwargs in configs.items():
-        npy_params = _ddp_run(rank, "npy", dist.group.WORLD, **kwargs)
-        cpu_params = _ddp_run(rank, "cpu", gloo, **kwargs)
-        for a, b in zip(npy_params, cpu_params, strict=True):
+        npy_state, npy_storages = _ddp_run(rank, "npy", dist.group.WORLD, **kwargs)
+        cpu_state, cpu_storages = _ddp_run(rank, "cpu", gloo, **kwargs)
+        assert npy_storages == cpu_storages, (name, npy_storages, cpu_storages)
+        if name == "gradient_as_bucket_view":
+            assert cpu_storages < len(list(_Net().parameters())), cpu_storages
+        for a, b in zip(npy_state, cpu_state, strict=True):
             torch.testing.assert_close(
                 a, b, rtol=1e-5, atol=1e-6, msg=lambda m, n=name: f"{n}: {m}"
             )
 
     # Gradients equal those of one process on every rank's batch.
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
     torch.manual_seed(0)
-    net = _Net()
-    single = _Net()
+    net = _Net(norm=False)
+    single = _Net(norm=False)
     single.load_state_dict(net.state_dict())
-    model = data_parallel(net.to("npy"))
+    model = DDP(net.to("npy"))
     x = _data(rank, (4, 6)).to("npy")
     model(x).pow(2).mean().backward()
     whole = torch.cat([_data(r, (4, 6)) for r in range(ws)])
@@ -662,23 +671,6 @@ class TestDistributed(TestCase):
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         self.assertIn("DistributedDataParallel on 2 ranks: acc backend (npy)", proc.stdout)
         self.assertIn("losses match cpu at every step", proc.stdout)
-
-    @unittest.expectedFailure
-    def test_ddp_cpp_reducer(self):
-        """DDP's C++ Reducer asks ``Tensor::is_alias_of`` (the tensors' storage), which
-        payload tensors do not have: it fails until the core gives them a storage that
-        answers aliasing. ``ddp_python_reducer()`` is the way meanwhile."""
-        from torch.nn.parallel import DistributedDataParallel as DDP
-
-        from torch_acc.backends import numpy as npy_backend
-
-        npy_backend.setup()
-        dist.init_process_group("acc", store=dist.HashStore(), rank=0, world_size=1)
-        try:
-            model = DDP(torch.nn.Linear(3, 2).to("npy"))
-            model(torch.ones(2, 3, device="npy")).sum().backward()
-        finally:
-            _destroy_process_group()
 
     def test_transport(self):
         """A backend's own transport moves the host tensors instead of gloo: here one that

@@ -100,17 +100,38 @@ class TestWrap(TestCase):
         with self.assertRaisesRegex(TypeError, "expected a tensor made by|expected a payload"):
             payload(torch.ones(2))
 
-    def test_storage_access_raises(self):
+    def test_data_access_raises(self):
         t = wrap(torch.ones(2, 2))
-        msg = "tensors on ref have no storage.*Use .cpu()"
+        msg = "tensors on ref have no data in memory.*Use .cpu()"
         with self.assertRaisesRegex(RuntimeError, msg):
             t.data_ptr()
         with self.assertRaisesRegex(RuntimeError, msg):
-            t.untyped_storage()
+            t.const_data_ptr()
+        # Its storage stands for the payload, without data: Python's storage methods that
+        # read data refuse it.
+        storage = t.untyped_storage()
+        self.assertEqual(storage.device, t.device)
+        with self.assertRaisesRegex(RuntimeError, "invalid python storage"):
+            storage.data_ptr()
+        with self.assertRaisesRegex(RuntimeError, "invalid python storage"):
+            storage.cpu()
         # torch's own check, as for CUDA tensors: it names the device and suggests .cpu().
         with self.assertRaisesRegex(TypeError, "ref:0 device type tensor to numpy.*cpu()"):
             t.numpy()
 
+    def test_storage_stands_for_the_payload(self):
+        """One storage per payload, as large as it: views and detached copies share it, as
+        CPU tensors share theirs (Tensor::is_alias_of, DDP's reducer, reads it); a tensor of
+        another payload has its own. ATen and torch's Python see no storage."""
+        t = wrap(torch.ones(3, 4))
+        same = {u.untyped_storage()._cdata for u in (t, t[1:], t.detach(), t.t(), t.view(-1))}
+        self.assertEqual(same, {t.untyped_storage()._cdata})
+        self.assertNotEqual(wrap(torch.ones(3, 4)).untyped_storage()._cdata, same.pop())
+        self.assertEqual(t.untyped_storage().nbytes(), 48)
+        self.assertFalse(torch._C._has_storage(t))
+        t.resize_(5, 4)  # the payload grows; so does its storage
+        self.assertEqual(t.untyped_storage().nbytes(), 80)
+        self.assertEqual(t[2:].untyped_storage().nbytes(), 80)
 
 class TestLifetime(TestCase):
     def test_payload_released_with_last_tensor(self):

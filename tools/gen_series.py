@@ -876,7 +876,7 @@ unchanged. Every c10d collective works, synchronous or async, and so do batch_is
 coalescing, functional collectives, DTensor and torch.distributed.checkpoint; ranks compare
 what they pass first, so a mismatch is an error naming the collective on every rank, and a
 dead peer or timeout raises gloo's error, never a hang. DistributedDataParallel runs with its
-Python reducer (data_parallel). register() makes the backend known as "acc" for a device; the
+own reducer. register() makes the backend known as "acc" for a device; the
 next patch's setup_privateuseone_for_python_backend calls it. It reads device data with the
 payload helpers of torch/utils/_acc/payload.py.
 """,

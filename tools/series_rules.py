@@ -256,7 +256,6 @@ PY_FACTS = {
     "HOOKS_HAVE_AVAILABILITY": "False",
     "PRIMS_READ_STORAGE": "True",
     "DATALOADER_NEEDS_PIN_MEMORY_DEVICE": "True",
-    "ENGINE_RECORDS_STREAMS_ACROSS_DEVICES": "False",
     "ACCELERATOR_MEMORY": "False",
     "C10D_HOLDS_PYTHON_WORKS": "False",
     "BOOL_SUBTRACTION_ERROR": "RuntimeError",
@@ -265,7 +264,6 @@ PY_FACTS = {
     "CPU_COMPLEX_DIVISION_BY_POSITION": "True",
     "REMOVED_ATEN_OPS": '{"cholesky": (2, 14)}',
     "STREAM_QUERIES_NOEXCEPT": "True",
-    "DDP_PYTHON_REDUCER_MODE": '"python_reducer_without_compiled_forward"',
 }
 #: The base's value of a call of each function of ``_compat.py``, whatever its arguments.
 PY_FACT_CALLS = {

@@ -22,12 +22,6 @@ PRIMS_READ_STORAGE = TORCH_VERSION < (2, 13)
 #: accelerator and deprecates the argument. The releases between are not checked.
 DATALOADER_NEEDS_PIN_MEMORY_DEVICE = TORCH_VERSION < (2, 13)
 
-#: Whether the autograd engine, passing a gradient between two devices' streams, records it on
-#: the consumer's stream through its storage (``InputBuffer::add``, as rewritten in 2025):
-#: backward across two devices of a Python backend then fails, and ``_patches.run_backward``
-#: says why. Seen on 2.13 and 2.14, not on 2.6; the releases between are not checked.
-ENGINE_RECORDS_STREAMS_ACROSS_DEVICES = TORCH_VERSION >= (2, 13)
-
 #: Whether ``torch.accelerator`` has memory functions (``memory_allocated``...), which read
 #: the device allocator (``c10::DeviceAllocator``; see ``csrc/acc/compat.h``). Not in 2.6.
 ACCELERATOR_MEMORY = hasattr(torch.accelerator, "memory_allocated")
@@ -87,12 +81,3 @@ def current_accelerator_setter():
 # (TORCH_ACC_STREAM_QUERIES_NOEXCEPT in csrc/acc/compat.h).
 STREAM_QUERIES_NOEXCEPT = TORCH_VERSION < (2, 7)
 
-#: The ``torch._dynamo.config.optimize_ddp`` mode in which eager ``DistributedDataParallel``
-#: reduces gradients from Python instead of with its C++ ``Reducer``
-#: (``torch_acc.distributed.ddp_python_reducer``): on 2.6 ``"python_reducer"`` keeps the C++
-#: Reducer outside compiled autograd and ``"python_reducer_without_compiled_forward"`` drops it;
-#: on 2.13 only ``"python_reducer"`` is the Python reducer. The releases between are not
-#: checked; read from the 2.6.0 source, not run there.
-DDP_PYTHON_REDUCER_MODE = (
-    "python_reducer" if TORCH_VERSION >= (2, 13) else "python_reducer_without_compiled_forward"
-)

@@ -306,12 +306,6 @@ def run_backward(engine, t_outputs, *args, **kwargs):
     calling thread runs the graph, as it does for the CPU. A graph whose roots are on
     another device keeps the engine's threads.
 
-    A graph whose gradients pass between two devices of a Python backend (``npy:0`` to
-    ``npy:1``) cannot run: where producer and consumer streams differ, the engine records the
-    gradient on the consumer's stream through its storage (``InputBuffer::add``), and tensors
-    of a Python backend have none. That error is raised again saying so, with the way round
-    it: a copy through the CPU, whose gradient the engine moves without streams.
-
     An error of the backend's device guard that the engine could not take (a guard method
     called where nothing can throw, see ``csrc/acc/DeviceGuard.h``) is kept on the thread
     that ran into it; a pass that returns raises the one kept on the calling thread.
@@ -321,36 +315,11 @@ def run_backward(engine, t_outputs, *args, **kwargs):
     if not _C.is_python_backend():
         return engine.run_backward(t_outputs, *args, **kwargs)
     name = torch._C._get_privateuse1_backend_name()
-    try:
-        if any(isinstance(t, torch.Tensor) and t.device.type == name for t in t_outputs):
-            with torch.autograd.set_multithreading_enabled(False):
-                result = engine.run_backward(t_outputs, *args, **kwargs)
-        else:
+    if any(isinstance(t, torch.Tensor) and t.device.type == name for t in t_outputs):
+        with torch.autograd.set_multithreading_enabled(False):
             result = engine.run_backward(t_outputs, *args, **kwargs)
-    except RuntimeError as e:
-        if f"tensors on {name} have no storage" not in str(e):
-            raise
-        indices, seen = set(), set()
-        nodes = [t.grad_fn for t in t_outputs if isinstance(t, torch.Tensor)]
-        while nodes:
-            node = nodes.pop()
-            if node is None or node in seen:
-                continue
-            seen.add(node)
-            for meta in node._input_metadata:
-                if meta.device.type == name:
-                    indices.add(meta.device.index)
-            nodes.extend(fn for fn, _ in node.next_functions)
-        if len(indices) < 2:
-            raise
-        devices = ", ".join(f"{name}:{i}" for i in sorted(indices))
-        raise RuntimeError(
-            f"backward cannot pass gradients between {name} devices (this graph uses "
-            f"{devices}): the autograd engine moves a gradient between two devices' streams "
-            f"through its storage, and tensors on {name} have no storage. Keep the graph on "
-            f"one {name} device, or copy between {name} devices through the CPU "
-            f"(x.cpu().to('{name}:1'))"
-        ) from e
+    else:
+        result = engine.run_backward(t_outputs, *args, **kwargs)
     _C.raise_pending_error()
     return result
 

@@ -208,8 +208,6 @@ def train_distributed(device: str, epochs: int, seed: int = 0, progress=None) ->
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from torch_acc.distributed import data_parallel
-
     rank, world = dist.get_rank(), dist.get_world_size()
     groups = {device: dist.group.WORLD, "cpu": dist.new_group(backend="gloo")}
     make_data, samples, make_model, optimizer, lr, batch = _SETUPS["mlp"]
@@ -219,11 +217,7 @@ def train_distributed(device: str, epochs: int, seed: int = 0, progress=None) ->
     model = make_model()
     runs = {}
     for dev, group in groups.items():
-        m = copy.deepcopy(model).to(dev)
-        if dev == device:
-            m = data_parallel(m, process_group=group)
-        else:
-            m = DDP(m, process_group=group)
+        m = DDP(copy.deepcopy(model).to(dev), process_group=group)
         runs[dev] = (m, optimizer(m.parameters(), lr=lr))
     loss_fn = nn.CrossEntropyLoss()
     losses: dict[str, list[float]] = {dev: [] for dev in groups}

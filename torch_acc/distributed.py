@@ -8,8 +8,10 @@ dtype, shape and strides unchanged); CPU tensors go to gloo as they are. Every c
 the c10d API works, synchronous or with ``async_op=True`` (``Work.wait()``,
 ``Work.get_future()``), and so do ``batch_isend_irecv``, the coalescing manager, the
 functional collectives (run synchronously: a result is complete when returned), DTensor and
-``torch.distributed.checkpoint``. ``DistributedDataParallel`` needs its Python reducer:
-:func:`data_parallel`.
+``torch.distributed.checkpoint``, and ``DistributedDataParallel`` with its own reducer
+(buckets, ``gradient_as_bucket_view``, ``find_unused_parameters``, ``static_graph``, the
+broadcast of buffers): it tells a bucket's views from other tensors by their storage, which a
+payload tensor has (without data; ``csrc/acc/PayloadTensor.h``).
 
 :func:`register` makes the backend known to ``torch.distributed`` under the name
 :data:`BACKEND` (``"acc"``) for a device; ``setup_privateuseone_for_python_backend`` calls it,
@@ -39,7 +41,7 @@ from torch._C._distributed_c10d import AllgatherOptions  # dist has it from 2.7 
 from torch_acc import _compat
 from torch_acc.payload import payload
 
-__all__ = ["BACKEND", "ProcessGroupAcc", "data_parallel", "ddp_python_reducer", "register"]
+__all__ = ["BACKEND", "ProcessGroupAcc", "register"]
 
 #: The name of the c10d backend (``init_process_group("acc")``, ``"cpu:gloo,npy:acc"``).
 BACKEND = "acc"
@@ -180,66 +182,6 @@ def _tensors(values) -> list[torch.Tensor]:
         elif isinstance(v, (list, tuple)):
             found.extend(_tensors(v))
     return found
-
-
-def ddp_python_reducer():
-    """A context in which ``DistributedDataParallel`` is made to reduce gradients from Python
-    (torch's ``optimize_ddp`` mode ``_compat.DDP_PYTHON_REDUCER_MODE``: one functional
-    ``all_reduce`` per parameter once its gradient is accumulated, honouring ``no_sync``)
-    instead of with its C++ ``Reducer``.
-
-    The C++ ``Reducer`` asks ``Tensor::is_alias_of`` whether a gradient is its bucket's view,
-    which reads the tensors' storage; payload tensors have none, so it fails on a Python
-    device. What the Python reducer lacks: buckets (``bucket_cap_mb``,
-    ``gradient_as_bucket_view``), the forward's broadcast of buffers, ``static_graph`` and
-    ``find_unused_parameters`` (a parameter without a gradient is not reduced).
-    """
-    return torch._dynamo.config.patch(optimize_ddp=_compat.DDP_PYTHON_REDUCER_MODE)
-
-
-def data_parallel(module: torch.nn.Module, **kwargs) -> torch.nn.Module:
-    """``DistributedDataParallel(module, **kwargs)`` for a module on a Python device.
-
-    DDP with the Python reducer (see :func:`ddp_python_reducer`), whose gradients are averaged
-    by one coalesced ``all_reduce`` at the end of each backward (all the gradients of the
-    backward in one collective, as DDP's own buckets do) rather than one per parameter.
-    ``no_sync()`` works as with DDP.
-    """
-    from torch.nn.parallel import DistributedDataParallel
-
-    with ddp_python_reducer():
-        model = DistributedDataParallel(module, **kwargs)
-    model.register_comm_hook(_CoalescedAllReduce(model.process_group), _coalesced_all_reduce)
-    return model
-
-
-class _CoalescedAllReduce:
-    """The state of :func:`_coalesced_all_reduce`: the gradients of the running backward."""
-
-    def __init__(self, group):
-        self.group = group
-        self.pending: list[torch.Tensor] = []
-
-    def flush(self) -> None:
-        grads, self.pending = self.pending, []
-        if isinstance(self.group, ProcessGroupAcc):
-            opts = dist.AllreduceCoalescedOptions()
-            opts.reduceOp = dist.ReduceOp.AVG
-            self.group.allreduce_coalesced(grads, opts).wait()
-            return
-        for grad in grads:
-            dist.all_reduce(grad, group=self.group)
-            grad.div_(self.group.size())
-
-
-def _coalesced_all_reduce(state: _CoalescedAllReduce, bucket):
-    """DDP's Python reducer calls this with each parameter's accumulated gradient (``bucket``
-    is ``(grad, param)`` there); the first call of a backward queues the one all_reduce of
-    them all for the backward's end."""
-    grad, _ = bucket
-    if not state.pending:
-        torch.autograd.Variable._execution_engine.queue_callback(state.flush)
-    state.pending.append(grad)
 
 
 def _transport() -> Callable:

@@ -26,7 +26,8 @@ at::Tensor createEmptyTensor(
   auto tensor = at::detail::make_tensor<PayloadTensorImpl>(
       std::move(storage),
       c10::scalarTypeToTypeMeta(dtype),
-      c10::make_intrusive<PayloadSlot>(device.index()));
+      c10::make_intrusive<PayloadSlot>(device.index()),
+      /*payload_storage=*/false);
   tensor.unsafeGetTensorImpl()->set_sizes_contiguous(shape);
   return tensor;
 }

@@ -482,10 +482,11 @@ void initBindings(PyObject* module) {
       "is_payload_tensor",
       [](const at::Tensor& tensor) {
         auto* impl = maybePayloadImpl(tensor);
-        return impl != nullptr && !impl->has_storage();
+        return impl != nullptr && impl->hasPayloadStorage();
       },
       py::arg("tensor"),
-      "Whether `tensor` is a storage-less payload tensor.");
+      "Whether `tensor` is a payload tensor, whose storage stands for its "
+      "payload (not a tensor of create_empty_tensor()).");
 
   m.def(
       "register_kernel",

@@ -374,7 +374,7 @@ at::Tensor wrap(
   }
   auto slot = c10::make_intrusive<PayloadSlot>(device_index);
   slot->bind(payload, s, st_strides, st);
-  return makePayloadTensor(std::move(slot), st, device_index, s, st_strides, 0);
+  return makePayloadTensor(std::move(slot), st, s, st_strides, 0);
 }
 
 namespace {

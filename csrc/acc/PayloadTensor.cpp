@@ -132,6 +132,9 @@ void PayloadSlot::bind(
   nbytes_ = layoutExtent(sizes, strides) *
       static_cast<int64_t>(c10::elementSize(dtype));
   countAllocation(this, device_, nbytes_);
+  if (auto storage = storage_.lock()) {
+    storage->set_nbytes(nbytes_);
+  }
 }
 
 py::object PayloadSlot::get() const {
@@ -251,38 +254,21 @@ void resetPayloadAccumulatedMemoryStats(c10::DeviceIndex device) {
   }
 }
 
-namespace {
-
-// The error of storage and data pointer access on a payload tensor. Every
-// kernel result needs it, so it is built once, when PrivateUse1 has its final
-// name (it can be renamed only once).
-std::string noStorageMessage() {
-  const auto build = [] {
-    return c10::str(
-        "tensors on ",
-        c10::get_privateuse1_backend(),
-        " have no storage: their data is a Python payload. Use .cpu() to get a "
-        "tensor with storage, or torch_acc.payload() for the payload");
-  };
-  if (c10::is_privateuse1_backend_registered()) {
-    static const std::string message = build();
-    return message;
-  }
-  return build();
-}
-
-} // namespace
-
-PayloadTensorImpl::PayloadTensorImpl(
-    caffe2::TypeMeta dtype,
-    c10::Device device,
-    c10::intrusive_ptr<PayloadSlot> slot)
-    : c10::TensorImpl(
-          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-          dtype,
-          device),
-      slot_(std::move(slot)) {
-  release_storage_and_set_meta_custom_data_ptr_error_msg_(noStorageMessage());
+c10::Storage PayloadSlot::makeStorage() {
+  TORCH_INTERNAL_ASSERT(
+      !storage_.lock(), "a payload slot's storage is made only once");
+  c10::Storage storage(
+      c10::Storage::use_byte_size_t(),
+      nbytes_,
+      c10::DataPtr(nullptr, c10::Device(c10::DeviceType::PrivateUse1, device_)),
+      /*allocator=*/nullptr,
+      /*resizable=*/false);
+  // Its data pointer is null. Asking the storage itself for a mutable one
+  // raises c10's error, as for a FakeTensor's storage; the immutable one
+  // stays readable, because Storage::is_alias_of reads it.
+  storage.unsafeGetStorageImpl()->set_throw_on_mutable_data_ptr();
+  storage_ = storage.getWeakStorageImpl();
+  return storage;
 }
 
 bool PayloadTensorImpl::isWholePayload() const {
@@ -294,24 +280,60 @@ const char* PayloadTensorImpl::tensorimpl_type_name() const {
   return "PayloadTensorImpl";
 }
 
+namespace {
+
+// The error of data pointer access on a payload tensor. Every kernel result
+// needs it, so it is built once, when PrivateUse1 has its final name (it can
+// be renamed only once).
+std::string noDataMessage() {
+  const auto build = [] {
+    return c10::str(
+        "tensors on ",
+        c10::get_privateuse1_backend(),
+        " have no data in memory: their data is a Python payload. Use .cpu() "
+        "to get a tensor with data in memory, or torch_acc.payload() for the "
+        "payload");
+  };
+  if (c10::is_privateuse1_backend_registered()) {
+    static const std::string message = build();
+    return message;
+  }
+  return build();
+}
+
+} // namespace
+
 PayloadTensorImpl::PayloadTensorImpl(
     c10::Storage storage,
     caffe2::TypeMeta dtype,
-    c10::intrusive_ptr<PayloadSlot> slot)
+    c10::intrusive_ptr<PayloadSlot> slot,
+    bool payload_storage)
     : c10::TensorImpl(
           std::move(storage),
           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
           dtype),
-      slot_(std::move(slot)) {}
+      slot_(std::move(slot)),
+      payload_storage_(payload_storage) {
+  if (payload_storage_) {
+    // c10 keeps the message of data pointer access with the release of a
+    // tensor's storage; the payload storage is then put back, readable.
+    auto kept = storage_;
+    release_storage_and_set_meta_custom_data_ptr_error_msg_(noDataMessage());
+    storage_ = std::move(kept);
+    storage_access_should_throw_ = false;
+  }
+}
+
+bool PayloadTensorImpl::has_storage() const {
+  return !payload_storage_ && c10::TensorImpl::has_storage();
+}
 
 template <typename VariableVersion>
 c10::intrusive_ptr<c10::TensorImpl> PayloadTensorImpl::shallowCopyAndDetach(
     VariableVersion&& version_counter,
     bool allow_tensor_metadata_change) const {
-  auto impl = has_storage()
-      ? c10::make_intrusive<PayloadTensorImpl>(
-            c10::Storage(storage()), dtype(), slot_)
-      : c10::make_intrusive<PayloadTensorImpl>(dtype(), device(), slot_);
+  auto impl = c10::make_intrusive<PayloadTensorImpl>(
+      c10::Storage(storage()), dtype(), slot_, payload_storage_);
   copy_tensor_metadata(
       /*src_impl=*/this,
       /*dest_impl=*/impl.get(),
@@ -349,24 +371,65 @@ void PayloadTensorImpl::shallow_copy_from(
       /*version_counter=*/version_counter(),
       /*allow_tensor_metadata_change=*/allow_tensor_metadata_change());
   slot_ = src->slot_;
+  payload_storage_ = src->payload_storage_;
   refresh_numel();
   refresh_contiguous();
 }
 
-at::Tensor makePayloadTensor(
+namespace {
+
+at::Tensor makeTensor(
+    c10::Storage storage,
     c10::intrusive_ptr<PayloadSlot> slot,
+    bool payload_storage,
     c10::ScalarType dtype,
-    c10::DeviceIndex device_index,
     c10::IntArrayRef sizes,
     c10::IntArrayRef strides,
     int64_t storage_offset) {
   auto tensor = at::detail::make_tensor<PayloadTensorImpl>(
+      std::move(storage),
       c10::scalarTypeToTypeMeta(dtype),
-      c10::Device(c10::DeviceType::PrivateUse1, device_index),
-      std::move(slot));
+      std::move(slot),
+      payload_storage);
   tensor.unsafeGetTensorImpl()->set_sizes_and_strides(
       sizes, strides, storage_offset);
   return tensor;
+}
+
+} // namespace
+
+at::Tensor makePayloadTensor(
+    c10::intrusive_ptr<PayloadSlot> slot,
+    c10::ScalarType dtype,
+    c10::IntArrayRef sizes,
+    c10::IntArrayRef strides,
+    int64_t storage_offset) {
+  auto storage = slot->makeStorage();
+  return makeTensor(
+      std::move(storage),
+      std::move(slot),
+      /*payload_storage=*/true,
+      dtype,
+      sizes,
+      strides,
+      storage_offset);
+}
+
+at::Tensor makePayloadView(
+    const at::Tensor& base,
+    c10::ScalarType dtype,
+    c10::IntArrayRef sizes,
+    c10::IntArrayRef strides,
+    int64_t storage_offset) {
+  const auto& impl = payloadImpl(base);
+  return makeTensor(
+      impl.storage(),
+      impl.slot(),
+      impl.hasPayloadStorage(),
+      dtype,
+      sizes,
+      strides,
+      storage_offset);
 }
 
 void resizePayloadTensor(
@@ -416,13 +479,8 @@ void resizePayloadTensor(
     // old one where they were (as CPU's storage grows, keeping its bytes).
     auto grown = at::empty({needed}, tensor.options());
     if (available > 0) {
-      const auto whole = makePayloadTensor(
-          impl.slot(),
-          tensor.scalar_type(),
-          tensor.device().index(),
-          slot.sizes,
-          slot.strides,
-          0);
+      const auto whole = makePayloadView(
+          tensor, tensor.scalar_type(), slot.sizes, slot.strides, 0);
       grown.as_strided(slot.sizes, slot.strides, 0).copy_(whole);
     }
     const auto& fresh = *payloadImpl(grown).slot();

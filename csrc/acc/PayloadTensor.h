@@ -1,6 +1,7 @@
 #pragma once
 
 #include <c10/core/MemoryFormat.h>
+#include <c10/core/Storage.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/util/DimVector.h>
 #include <torch/csrc/acc/Shutdown.h>
@@ -59,6 +60,11 @@ struct PayloadSlot final : c10::intrusive_ptr_target {
       const c10::intrusive_ptr<PayloadSlot>& b);
   bool sharesMemory() const;
 
+  // A new payload storage for this slot (see PayloadTensorImpl), as large as
+  // its payload; binding another payload keeps its size up to date. Made once,
+  // when the slot's first tensor is.
+  c10::Storage makeStorage();
+
   // Binds `payload` (a new reference is taken), of `dtype` with the given
   // layout.
   void bind(
@@ -83,6 +89,9 @@ struct PayloadSlot final : c10::intrusive_ptr_target {
 
   c10::DeviceIndex device_;
   int64_t nbytes_ = 0;
+  // The storage makeStorage() made, whose size follows the payload's.
+  c10::weak_intrusive_ptr<c10::StorageImpl> storage_{
+      c10::intrusive_ptr<c10::StorageImpl>()};
   std::vector<c10::weak_intrusive_ptr<PayloadSlot>> shares_memory_with_;
 };
 
@@ -113,18 +122,27 @@ void resetPayloadPeakMemoryStats(c10::DeviceIndex device);
 void resetPayloadAccumulatedMemoryStats(c10::DeviceIndex device);
 
 // A PrivateUse1 TensorImpl whose device data is a payload slot.
+//
+// It holds the slot's payload storage: one c10::StorageImpl per slot, shared
+// by every tensor on the slot (views, detached copies), as large as the
+// payload, without data. It answers what PyTorch asks of a storage without
+// reading data: which tensors share it (Tensor::is_alias_of, which DDP's
+// reducer asks) and its size (untyped_storage().nbytes()). Yet has_storage()
+// is false: for ATen and torch's Python the tensor is a PrivateUse1 tensor
+// without storage, as XLA's are (TensorIterator takes no data pointers of it,
+// torch.save and copy.deepcopy go through its values), and data_ptr() raises
+// an error that names the device and suggests .cpu().
+//
+// Tensors of create_empty_tensor() (the seed's tensor-level kernels) have a
+// storage of their own instead, of 0 bytes, whose data pointer is null.
 class PayloadTensorImpl final : public c10::TensorImpl {
  public:
+  // `payload_storage`: whether `storage` is the slot's payload storage.
   PayloadTensorImpl(
       c10::Storage storage,
       caffe2::TypeMeta dtype,
-      c10::intrusive_ptr<PayloadSlot> slot);
-  // A tensor without storage: storage and data pointer access raise an error
-  // that names the device and suggests .cpu().
-  PayloadTensorImpl(
-      caffe2::TypeMeta dtype,
-      c10::Device device,
-      c10::intrusive_ptr<PayloadSlot> slot);
+      c10::intrusive_ptr<PayloadSlot> slot,
+      bool payload_storage);
 
   const c10::intrusive_ptr<PayloadSlot>& slot() const {
     return slot_;
@@ -132,6 +150,15 @@ class PayloadTensorImpl final : public c10::TensorImpl {
 
   // Whether this tensor is its slot's payload itself rather than a view of it.
   bool isWholePayload() const;
+
+  // Whether the storage is the slot's payload storage (not the storage of a
+  // create_empty_tensor() tensor).
+  bool hasPayloadStorage() const {
+    return payload_storage_;
+  }
+
+  // False for a payload storage (see above).
+  bool has_storage() const override;
 
   c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
       const c10::VariableVersion& version_counter,
@@ -151,13 +178,23 @@ class PayloadTensorImpl final : public c10::TensorImpl {
       bool allow_tensor_metadata_change) const;
 
   c10::intrusive_ptr<PayloadSlot> slot_;
+  bool payload_storage_;
 };
 
-// A storage-less payload tensor on `slot` with the given metadata.
+// A payload tensor on `slot`, a new slot with a payload bound, with the given
+// metadata: the slot's first tensor.
 at::Tensor makePayloadTensor(
     c10::intrusive_ptr<PayloadSlot> slot,
     c10::ScalarType dtype,
-    c10::DeviceIndex device_index,
+    c10::IntArrayRef sizes,
+    c10::IntArrayRef strides,
+    int64_t storage_offset);
+
+// A tensor on the slot and storage of `base`, with the given metadata: a view
+// of it.
+at::Tensor makePayloadView(
+    const at::Tensor& base,
+    c10::ScalarType dtype,
     c10::IntArrayRef sizes,
     c10::IntArrayRef strides,
     int64_t storage_offset);

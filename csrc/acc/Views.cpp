@@ -30,13 +30,7 @@ at::Tensor viewOn(
     c10::IntArrayRef sizes,
     c10::IntArrayRef strides,
     int64_t offset) {
-  auto view = makePayloadTensor(
-      payloadImpl(base).slot(),
-      dtype,
-      base.device().index(),
-      sizes,
-      strides,
-      offset);
+  auto view = makePayloadView(base, dtype, sizes, strides, offset);
   view._set_conj(base.is_conj());
   view._set_neg(base.is_neg());
   return view;
