@@ -724,10 +724,13 @@ through ATen/core/GeneratorForPrivateuseone.h on this release, and random operat
 to their kernels.
 
 A Python backend keeps its device data in Python objects (a NumPy array, a handle). Payload
-tensors are PrivateUse1 tensors without storage whose device data is such an object, shared
-with their views and detached copies and released with the GIL (safely at interpreter
-shutdown). data_ptr() and untyped_storage() raise an error that names the device and suggests
-.cpu(); an allocator registered for PrivateUse1 (Allocator.cpp, also the device allocator
+tensors are PrivateUse1 tensors whose device data is such an object, shared with their views
+and detached copies and released with the GIL (safely at interpreter shutdown). They hold a
+storage that stands for the payload without data (one per payload, as large as it), so that
+Tensor::is_alias_of answers for them (DDP's reducer asks it) and the engine can record a
+gradient on a stream; has_storage() is false, so ATen (TensorIterator) and torch's Python
+treat them as tensors without storage, as XLA's. data_ptr() raises an error that names the
+device and suggests .cpu(); an allocator registered for PrivateUse1 (Allocator.cpp, also the device allocator
 torch.accelerator's memory functions ask) refuses storage bytes with the same error instead
 of a null dereference. storage_token/set_storage_token/payload_nbytes let meta
 conversion describe their data (a later patch). EmptyTensor builds empty payload tensors
@@ -929,9 +932,9 @@ torch/utils/_acc/accelerator.py and registry.py.
     Patch(
         "[meta_utils] Describe the storage of Python-backend payload tensors",
         """
-Payload tensors (torch._C._acc) have no storage: their device data is a Python object. Meta
-and fake conversion (MetaTensorDescriber.describe_tensor) read t.untyped_storage() to learn
-which tensors share data, which raised for them. _untyped_storage_of(t) answers for a payload
+Payload tensors (torch._C._acc) keep their device data in a Python object; their storage
+holds no data. Meta and fake conversion (MetaTensorDescriber.describe_tensor) read
+t.untyped_storage() to learn which tensors share data. _untyped_storage_of(t) answers for a payload
 tensor with a meta storage that stands for its payload (one per payload, as large as it), so
 views of one payload share one fake storage; every other tensor is described as before.
 """,
