@@ -730,9 +730,9 @@ storage that stands for the payload without data (one per payload, as large as i
 Tensor::is_alias_of answers for them (DDP's reducer asks it) and the engine can record a
 gradient on a stream; has_storage() is false, so ATen (TensorIterator) and torch's Python
 treat them as tensors without storage, as XLA's. data_ptr() raises an error that names the
-device and suggests .cpu(); an allocator registered for PrivateUse1 (Allocator.cpp, also the device allocator
-torch.accelerator's memory functions ask) refuses storage bytes with the same error instead
-of a null dereference. storage_token/set_storage_token/payload_nbytes let meta
+device and suggests .cpu(); an allocator registered for PrivateUse1 (Allocator.cpp, also
+the device allocator torch.accelerator's memory functions ask) refuses storage bytes with a
+clear error instead of a null dereference. storage_token/set_storage_token/payload_nbytes let meta
 conversion describe their data (a later patch). EmptyTensor builds empty payload tensors
 (empty/empty_strided), checking the device index against the guard. Hooks and payload
 tensors are one patch: the hooks' memory figures count the payloads, and emptying the cache

@@ -254,7 +254,6 @@ PY_FACTS = {
     # In-tree, torch._C._acc is the module the series adds.
     "UPSTREAM_ACC": "torch._C._acc",
     "HOOKS_HAVE_AVAILABILITY": "False",
-    "PRIMS_READ_STORAGE": "True",
     "DATALOADER_NEEDS_PIN_MEMORY_DEVICE": "True",
     "ACCELERATOR_MEMORY": "False",
     "C10D_HOLDS_PYTHON_WORKS": "False",

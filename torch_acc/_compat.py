@@ -12,11 +12,6 @@ UPSTREAM_ACC = getattr(torch._C, "_acc", None)
 #: ``csrc/acc/compat.h``). Before, only the Python device module answers ``is_available``.
 HOOKS_HAVE_AVAILABILITY = TORCH_VERSION >= (2, 7)
 
-#: Whether decompositions that reach ``torch._prims`` read ``untyped_storage()`` (the
-#: custom-op aliasing check of torch 2.6), which storage-less payload tensors refuse. Seen on
-#: 2.6, not on 2.13; the releases between are not checked.
-PRIMS_READ_STORAGE = TORCH_VERSION < (2, 13)
-
 #: Whether ``DataLoader(pin_memory=True)`` needs ``pin_memory_device=<backend>`` to pin for a
 #: Python backend: 2.6 pins for CUDA only unless told the device; 2.13 pins for the current
 #: accelerator and deprecates the argument. The releases between are not checked.
