@@ -1,6 +1,6 @@
 # Owner(s): ["module: PrivateUse1"]
-"""torch.distributed on ``npy``: every collective against gloo on CPU, DDP against CPU DDP,
-and failures that end in clear errors, in processes spawned on loopback.
+"""torch.distributed on ``npy``: every collective against gloo on CPU, DDP and FSDP2 against
+CPU's, and failures that end in clear errors, in processes spawned on loopback.
 
 Each test spawns its ranks as subprocesses of this file (``--worker SCENARIO RANK WORLD
 INIT_FILE``) with a bounded timeout: a hang fails the test instead of blocking it. A worker
@@ -471,6 +471,92 @@ def _worker_ddp(rank: int, ws: int, tmp: str) -> None:
         torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-5, atol=1e-6)
 
 
+class _Block(torch.nn.Module):
+    """A small transformer block: pre-norm self-attention and an MLP, each with a residual."""
+
+    def __init__(self, dim: int = 8):
+        super().__init__()
+        self.norm1 = torch.nn.LayerNorm(dim)
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+        self.proj = torch.nn.Linear(dim, dim)
+        self.norm2 = torch.nn.LayerNorm(dim)
+        self.mlp = torch.nn.Sequential(
+            torch.nn.Linear(dim, 4 * dim), torch.nn.GELU(), torch.nn.Linear(4 * dim, dim)
+        )
+
+    def forward(self, x):
+        q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
+        attention = torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-1)
+        x = x + self.proj(attention @ v)
+        return x + self.mlp(self.norm2(x))
+
+
+def _fsdp_run(rank: int, ws: int, device: str, checkpoint: str):
+    """FSDP2 (``fully_shard``) of a transformer block on ``device``: the losses of a few SGD
+    steps (not Adam's: the keys' bias has a gradient of zero but for rounding, which Adam
+    would scale up to a step), the full parameters after them, and the outputs of a fresh
+    model that loaded the distributed checkpoint of the trained one."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh(device, (ws,))
+
+    def sharded(seed: int) -> torch.nn.Module:
+        torch.manual_seed(seed)
+        model = _Block().to(device)
+        for part in (model.qkv, model.mlp):
+            fully_shard(part, mesh=mesh)
+        return fully_shard(model, mesh=mesh)
+
+    model = sharded(0)
+    assert all(p.to_local().device.type == device for p in model.parameters())
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    losses = []
+    for step in range(3):
+        x = _data(rank, (2, 5, 8), seed=step).to(device)
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.detach().cpu())
+    params = [p.full_tensor().cpu() for p in model.parameters()]
+
+    dcp.save({"model": model.state_dict()}, checkpoint_id=checkpoint)
+    fresh = sharded(1)
+    state = {"model": fresh.state_dict()}
+    dcp.load(state, checkpoint_id=checkpoint)
+    fresh.load_state_dict(state["model"])
+    x = _data(rank, (2, 5, 8), seed=9).to(device)
+    return losses, params, [model(x).detach().cpu(), fresh(x).detach().cpu()]
+
+
+def _worker_fsdp(rank: int, ws: int, tmp: str) -> None:
+    """FSDP2 on npy gives CPU's (gloo's) losses, parameters and checkpoint, and frees the
+    unsharded parameters between uses, as on CPU."""
+    npy = _fsdp_run(rank, ws, "npy", os.path.join(tmp, "npy"))
+    cpu = _fsdp_run(rank, ws, "cpu", os.path.join(tmp, "cpu"))
+    for what, a, b in zip(("losses", "parameters", "outputs"), npy, cpu, strict=True):
+        for x, y in zip(a, b, strict=True):
+            torch.testing.assert_close(
+                x, y, rtol=1e-5, atol=1e-6, msg=lambda m, w=what: f"{w}: {m}"
+            )
+    trained, loaded = npy[2]
+    _same(loaded, trained, "the model loaded from the distributed checkpoint")
+
+    # The memory of the unsharded parameters: allocated by unshard(), freed by reshard().
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    model = fully_shard(torch.nn.Linear(64, 64).to("npy"), mesh=init_device_mesh("npy", (ws,)))
+    sharded = torch.npy.memory_allocated()
+    model.unshard()
+    unsharded = torch.npy.memory_allocated()
+    model.reshard()
+    assert unsharded - sharded >= (64 * 64 + 64) * 4, (sharded, unsharded)
+    assert torch.npy.memory_allocated() == sharded, (sharded, torch.npy.memory_allocated())
+
+
 def _worker_errors(rank: int, ws: int, tmp: str) -> None:
     """Errors that leave the group usable: each is raised on every rank, names the
     collective, and the next collective works. (The group comes from a plain
@@ -580,6 +666,7 @@ _WORKERS = {
     "collectives": (_worker_collectives, "cpu:gloo,npy:acc", 60),
     "collectives_4": (_worker_collectives_4, "cpu:gloo,npy:acc", 60),
     "ddp": (_worker_ddp, "acc", 60),
+    "fsdp": (_worker_fsdp, "cpu:gloo,npy:acc", 60),
     "errors": (_worker_errors, None, 30),
     "rank_dies": (_worker_rank_dies, "cpu:gloo,npy:acc", 30),
 }
@@ -635,6 +722,9 @@ class TestDistributed(TestCase):
 
     def test_ddp_matches_cpu_ddp(self):
         self.assertRanksOk("ddp", 2)
+
+    def test_fsdp_matches_cpu_fsdp(self):
+        self.assertRanksOk("fsdp", 2)
 
     def test_plain_init_and_errors_that_name_the_collective(self):
         results = self.assertRanksOk("errors", 2)

@@ -416,10 +416,13 @@ def _source_changes(module: str, functions: tuple[str, ...]) -> list[dict]:
         for node in tree.body
         if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "SOURCE_CHANGES"
     )
+    base = ast.literal_eval(series_rules.PY_FACTS["TORCH_VERSION"])
     selected = [
         c
         for c in changes
-        if c["module"] == module and (not functions or c["function"] in functions)
+        if c["module"] == module
+        and (not functions or c["function"] in functions)
+        and c.get("since", base) <= base  # later releases' code is not in the base
     ]
     if not selected or (functions and len(selected) != len(functions)):
         raise RuntimeError(f"{src}: SOURCE_CHANGES has no entry for {module} {functions}")
@@ -470,7 +473,7 @@ def source_change(module: str, *functions: str) -> Callable[[Path], None]:
             for old, new in change["lines"]:
                 function = replace_once(function, old, new, f"{path}:{change['function']}")
             text = "".join(lines[:start]) + function + "".join(lines[end:])
-            if "helper_source" in change:
+            if "helper_source" in change and f"\ndef _{change['helper']}(" not in text:
                 text = text.rstrip("\n") + "\n\n\n" + change["helper_source"] + "\n"
             target.write_text(text)
 

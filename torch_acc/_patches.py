@@ -13,6 +13,7 @@ callback (:func:`accelerator_choice`).
 import functools
 import importlib
 import inspect
+import sys
 import textwrap
 
 import torch
@@ -27,7 +28,9 @@ __all__ = [
     "refuse_python_backend_graph",
     "restore_tensor",
     "run_backward",
+    "resize_storage",
     "share_payload_memory",
+    "storage_holds_no_data",
     "swaps_storage_less_param",
     "untyped_storage_of",
 ]
@@ -37,10 +40,13 @@ __all__ = [
 #: that occurs once in that function; the new text may call ``helper`` (a function of this
 #: module; in-tree it is added to ``module`` as ``_<helper>``). ``tools/gen_series.py`` reads
 #: this literal to make the same change in the source. Each ``old`` is the same in torch 2.6
-#: to 2.14. ``aliases`` names other modules' references to the function, which torch took at
-#: import (``from .graph import _engine_run_backward``): they are rebound at run time; in-tree
-#: they take the changed function at import. ``registries`` names dicts of ``module`` that hold
-#: the function as a value (``default_collate_fn_map``): rebound the same way.
+#: to 2.14, or from the release ``since`` names on (earlier ones, the series' base among
+#: them, lack the code it changes). ``aliases`` names other modules' references to the
+#: function, which torch took at import (``from .graph import _engine_run_backward``): they
+#: are rebound at run time where the release has them; in-tree they take the changed
+#: function at import. ``registries`` names dicts of ``module`` that hold the function as a
+#: value (``default_collate_fn_map``): rebound the same way. Changes of one module may share
+#: a helper.
 SOURCE_CHANGES = (
     {
         # torch.profiler records a PrivateUse1 backend's device time in its fallback state,
@@ -191,6 +197,40 @@ SOURCE_CHANGES = (
         "helper": "swaps_storage_less_param",
     },
     {
+        # FSDP2 frees the memory of unsharded parameters and all-gather buffers by resizing
+        # their storage to 0 bytes, and allocates it again by resizing it back. A payload
+        # tensor's storage holds no data, which Python's storage refuses to resize: its
+        # payload is released, and a new one bound, instead.
+        "module": "torch.distributed.fsdp._fully_shard._fsdp_param",
+        "function": "alloc_storage",
+        "lines": (("storage.resize_(size)", "_resize_storage(tensor, storage, size)"),),
+        "helper": "resize_storage",
+        "aliases": ("torch.distributed.fsdp._fully_shard._fsdp_param_group.alloc_storage",),
+    },
+    {
+        "module": "torch.distributed.fsdp._fully_shard._fsdp_param",
+        "function": "free_storage",
+        "lines": (("storage.resize_(0)", "_resize_storage(tensor, storage, 0)"),),
+        "helper": "resize_storage",
+    },
+    {
+        # From 2.13, FSDP2 tells a parameter's new local shard from the one it holds by the
+        # data pointers of their storages, which Python refuses for a payload tensor's
+        # storage (it holds no data). A payload tensor is taken as a new shard: FSDP copies
+        # it, as it does one of another storage.
+        "module": "torch.distributed.fsdp._fully_shard._fsdp_param",
+        "function": "FSDPParam.reset_sharded_param",
+        "since": (2, 13),
+        "lines": (
+            (
+                "if type(self._sharded_param_data) is torch.Tensor:",
+                "if type(self._sharded_param_data) is torch.Tensor and not "
+                "_storage_holds_no_data(local_tensor):",
+            ),
+        ),
+        "helper": "storage_holds_no_data",
+    },
+    {
         "module": "torch.amp.autocast_mode",
         "function": "autocast.__init__",
         "lines": (
@@ -247,6 +287,26 @@ def reduce_payload_tensor(t: "torch.Tensor"):
     if not _C.is_payload_tensor(t):
         return None
     return library.reduce_for_pickle(t)
+
+
+def resize_storage(tensor: "torch.Tensor", storage, nbytes: int) -> None:
+    """``storage.resize_(nbytes)``, ``storage`` being the storage of ``tensor``. A payload
+    tensor's storage holds no data: its payload is released (0 bytes), or a new one is bound
+    (from 0 bytes), which every tensor on the storage then reads."""
+    from torch_acc import _C
+
+    if _C.is_payload_tensor(tensor):
+        _C.resize_payload_storage(tensor, nbytes)
+    else:
+        storage.resize_(nbytes)
+
+
+def storage_holds_no_data(t: "torch.Tensor") -> bool:
+    """Whether ``t`` is a Python backend's payload tensor, whose storage stands for its payload
+    (which tensors share it, how large it is) without holding data."""
+    from torch_acc import _C
+
+    return _C.is_payload_tensor(t)
 
 
 def share_payload_memory(t: "torch.Tensor") -> bool:
@@ -396,8 +456,12 @@ def _apply_source_change(change: dict) -> None:
     aliases = []
     for alias in change.get("aliases", ()):
         alias_module, attr = alias.rsplit(".", 1)
-        holder = importlib.import_module(alias_module)
-        if getattr(holder, attr, None) is not function:
+        holder = sys.modules.get(alias_module)
+        if not hasattr(holder, attr):
+            # Not imported yet (its import will take the changed function), or a release
+            # without this reference.
+            continue
+        if getattr(holder, attr) is not function:
             raise RuntimeError(
                 f"torch {torch.__version__}: expected {alias} to be "
                 f"{change['module']}.{change['function']}; the series' change needs updating "
@@ -508,7 +572,10 @@ def accelerator_choice(chosen) -> None:
 def apply() -> None:
     """Apply every source change of ``SOURCE_CHANGES`` (once per process), each when its
     module is imported (at once where it is: inductor's waits, as it takes seconds)."""
+    from torch_acc._compat import TORCH_VERSION
     from torch_acc._imports import when_imported
 
     for change in SOURCE_CHANGES:
+        if TORCH_VERSION < change.get("since", TORCH_VERSION):
+            continue
         when_imported(change["module"], functools.partial(_apply_source_change, change))

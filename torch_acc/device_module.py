@@ -79,6 +79,41 @@ class DefaultDeviceModule:
     def synchronize(self, device=None) -> None:
         _C.synchronize(device)
 
+    # Streams and events: torch's generic ones on this backend's devices (its device guard
+    # answers them), under the names of CUDA's device module, which FSDP asks of the module
+    # of its device.
+    def Stream(self, device=None, priority: int = 0) -> torch.Stream:  # noqa: N802
+        return torch.Stream(device=torch.device(self._name, self._index(device)), priority=priority)
+
+    def Event(  # noqa: N802
+        self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
+    ) -> torch.Event:
+        return torch.Event(
+            device=self._name,
+            enable_timing=enable_timing,
+            blocking=blocking,
+            interprocess=interprocess,
+        )
+
+    def current_stream(self, device=None) -> torch.Stream:
+        return torch.accelerator.current_stream(self._index(device))
+
+    @contextlib.contextmanager
+    def stream(self, stream: torch.Stream | None):
+        """Makes ``stream`` the current stream of its device inside the block, as
+        ``torch.cuda.stream`` does; None changes nothing."""
+        if stream is None:
+            yield
+            return
+        device = _C.current_device()
+        previous = torch.accelerator.current_stream(stream.device_index)
+        torch.accelerator.set_stream(stream)
+        try:
+            yield
+        finally:
+            torch.accelerator.set_stream(previous)
+            _C.set_device(device)
+
     @contextlib.contextmanager
     def device(self, device):
         """Makes ``device`` the current device inside the block, as ``torch.cuda.device``

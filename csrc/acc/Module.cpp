@@ -479,6 +479,15 @@ void initBindings(PyObject* module) {
       "`device_index` again from zero.");
 
   m.def(
+      "resize_payload_storage",
+      &resizePayloadStorage,
+      py::arg("tensor"),
+      py::arg("nbytes"),
+      "untyped_storage().resize_(nbytes) of the payload tensor `tensor`: 0 "
+      "releases its payload, and from 0 a new one (its values undefined) is "
+      "bound; any other resize raises.");
+
+  m.def(
       "is_payload_tensor",
       [](const at::Tensor& tensor) {
         auto* impl = maybePayloadImpl(tensor);

@@ -484,7 +484,7 @@ py::object materialize(const at::Tensor& tensor) {
       "a tensor on ",
       tensor.device(),
       " has no payload: it was made by create_empty_tensor() and never given "
-      "one (set_payload)");
+      "one (set_payload), or its storage was resized to 0 bytes");
   if (impl.isWholePayload()) {
     return slot.get();
   }

@@ -141,6 +141,18 @@ py::object PayloadSlot::get() const {
   return object.get();
 }
 
+void PayloadSlot::unbind() {
+  if (!object) {
+    return;
+  }
+  countRelease(this, device_, nbytes_);
+  object.reset();
+  nbytes_ = 0;
+  if (auto storage = storage_.lock()) {
+    storage->set_nbytes(0);
+  }
+}
+
 std::vector<c10::intrusive_ptr<PayloadSlot>> PayloadSlot::memorySharers() {
   std::vector<c10::intrusive_ptr<PayloadSlot>> live;
   std::vector<c10::weak_intrusive_ptr<PayloadSlot>> kept;
@@ -487,6 +499,46 @@ void resizePayloadTensor(
     slot.bind(fresh.get(), fresh.sizes, fresh.strides, tensor.scalar_type());
   }
   impl.set_sizes_and_strides(sizes, strides, tensor.storage_offset());
+}
+
+void resizePayloadStorage(const at::Tensor& tensor, int64_t nbytes) {
+  auto& impl = payloadImpl(tensor);
+  TORCH_CHECK(
+      impl.hasPayloadStorage(),
+      "expected a tensor with a payload storage to resize the storage of, but "
+      "got a tensor of create_empty_tensor() on ",
+      tensor.device());
+  const auto itemsize = static_cast<int64_t>(tensor.element_size());
+  TORCH_CHECK_VALUE(
+      nbytes >= 0 && nbytes % itemsize == 0,
+      "expected a storage size in bytes that is a non-negative multiple of "
+      "the element size ",
+      itemsize,
+      " of a tensor on ",
+      tensor.device(),
+      ", but got ",
+      nbytes);
+  auto& slot = *impl.slot();
+  if (nbytes == slot.nbytes()) {
+    return;
+  }
+  if (nbytes == 0) {
+    slot.unbind();
+    return;
+  }
+  TORCH_CHECK(
+      !slot.object,
+      "cannot resize the storage of a tensor on ",
+      tensor.device(),
+      " from ",
+      slot.nbytes(),
+      " to ",
+      nbytes,
+      " bytes: its payload would have to keep its values. Expected a resize "
+      "to 0 bytes, or from 0 bytes (which binds a new payload)");
+  const auto fresh = at::empty({nbytes / itemsize}, tensor.options());
+  const auto& made = *payloadImpl(fresh).slot();
+  slot.bind(made.get(), made.sizes, made.strides, tensor.scalar_type());
 }
 
 PayloadTensorImpl* maybePayloadImpl(const at::Tensor& tensor) {

@@ -73,6 +73,9 @@ struct PayloadSlot final : c10::intrusive_ptr_target {
       c10::IntArrayRef strides,
       c10::ScalarType dtype);
   py::object get() const;
+  // Releases the bound payload, if any: the slot then has none (and its
+  // storage 0 bytes) until one is bound. Called with the GIL held.
+  void unbind();
 
   // Elements the bound payload spans by its own layout (0 while none is).
   int64_t extent() const {
@@ -207,6 +210,14 @@ void resizePayloadTensor(
     const at::Tensor& tensor,
     c10::IntArrayRef sizes,
     std::optional<c10::MemoryFormat> memory_format);
+
+// untyped_storage().resize_(nbytes) of a payload tensor, as FSDP frees and
+// reallocates the memory of its unsharded parameters: 0 releases the payload
+// of every tensor on the slot; from 0, a new payload of `nbytes` (its values
+// undefined, as a grown storage's) is bound, which those tensors then read.
+// Any other resize is refused with an error: it would have to keep values.
+// Called with the GIL held.
+void resizePayloadStorage(const at::Tensor& tensor, int64_t nbytes);
 
 // The payload impl of `tensor`, or nullptr when it is not a payload tensor.
 PayloadTensorImpl* maybePayloadImpl(const at::Tensor& tensor);
