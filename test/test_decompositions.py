@@ -47,6 +47,19 @@ class TestDecompositions(TestCase):
             with self.subTest(op=name):
                 self.assertEqual(fn(x.to(DEVICE)).cpu(), fn(x), atol=1e-5, rtol=1e-5)
 
+    def test_operator_of_another_namespace_names_itself(self):
+        lib = torch.library.Library("acc_test", "DEF")
+        lib.define("twice(Tensor x) -> Tensor")
+        lib.impl("twice", lambda x: x * 2, "CPU")
+        self.assertEqual(torch.ops.acc_test.twice(torch.ones(2)), torch.full((2,), 2.0))
+        with self.assertRaisesRegex(
+            MissingKernelError,
+            r"^acc_test.twice.default has no kernel for the dec backend and no decomposition\. "
+            r"Register a kernel with torch.library.impl\('acc_test::twice.default', "
+            r"'privateuseone'\) \(tensors\)\.$",
+        ):
+            torch.ops.acc_test.twice(torch.ones(2).to(DEVICE))
+
     def test_backward_through_decompositions(self):
         x = torch.randn(4, 3)
         w = torch.randn(2, 3)

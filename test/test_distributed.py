@@ -13,11 +13,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import unittest
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 from torch.testing._internal.common_utils import run_tests, TestCase
+
+from torch_acc import _compat
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -723,6 +726,10 @@ class TestDistributed(TestCase):
     def test_ddp_matches_cpu_ddp(self):
         self.assertRanksOk("ddp", 2)
 
+    @unittest.skipUnless(
+        _compat.FSDP2_ON_PYTHON_DEVICE,
+        "this torch's FSDP2 has no PrivateUse1 kernels (_compat.FSDP2_ON_PYTHON_DEVICE)",
+    )
     def test_fsdp_matches_cpu_fsdp(self):
         self.assertRanksOk("fsdp", 2)
 

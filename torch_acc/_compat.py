@@ -76,3 +76,9 @@ def current_accelerator_setter():
 # (TORCH_ACC_STREAM_QUERIES_NOEXCEPT in csrc/acc/compat.h).
 STREAM_QUERIES_NOEXCEPT = TORCH_VERSION < (2, 7)
 
+#: Whether FSDP2 (``fully_shard``) runs on a Python backend's device: from 2.13, whose FSDP
+#: registers its operators (``torch.ops.fsdp``) for PrivateUse1 and keeps the version counters
+#: of the all-gather outputs it writes into. 2.6's FSDP has neither, and its backward fails
+#: the autograd engine's version check of an unsharded parameter. The releases between are
+#: not checked.
+FSDP2_ON_PYTHON_DEVICE = TORCH_VERSION >= (2, 13)

@@ -40,7 +40,10 @@ def _decompositions() -> dict:
 
 
 def _overload(name: str, overload: str):
-    packet = getattr(torch.ops.aten, name.split("::", 1)[-1])
+    """The OpOverload of ``namespace::name``, ``overload`` (of any namespace: ``aten``,
+    ``fsdp``, a library's own)."""
+    namespace, _, op_name = name.rpartition("::")
+    packet = getattr(getattr(torch.ops, namespace or "aten"), op_name)
     return getattr(packet, overload or "default")
 
 
@@ -69,7 +72,7 @@ def _into(op, args: tuple, kwargs: dict, result):
 
 def _message(op, backend: str, missing: tuple[str, ...]) -> str:
     user = _user_name(op)
-    name = user.removeprefix("aten.")
+    namespace, _, name = user.partition(".")
     text = f"{user} has no kernel for the {backend} backend"
     if missing == (user,):
         text += " (its decomposition comes back to it)"
@@ -77,10 +80,11 @@ def _message(op, backend: str, missing: tuple[str, ...]) -> str:
         text += f", and its decomposition needs {', '.join(missing)}, which have none"
     else:
         text += " and no decomposition"
-    return (
-        text + f". Register a kernel with {library.__name__}.impl('{name}', fn) "
-        f"(payloads) or torch.library.impl('aten::{name}', 'privateuseone') (tensors)."
-    )
+    tensors = f"torch.library.impl('{namespace}::{name}', 'privateuseone') (tensors)"
+    if namespace != "aten":  # payload kernels are for aten's operators
+        return text + f". Register a kernel with {tensors}."
+    payloads = f"{library.__name__}.impl('{name}', fn) (payloads)"
+    return text + f". Register a kernel with {payloads} or {tensors}."
 
 
 def _special(op, args, kwargs):
