@@ -78,7 +78,8 @@ STREAM_QUERIES_NOEXCEPT = TORCH_VERSION < (2, 7)
 
 #: Whether FSDP2 (``fully_shard``) runs on a Python backend's device: from 2.13, whose FSDP
 #: registers its operators (``torch.ops.fsdp``) for PrivateUse1 and keeps the version counters
-#: of the all-gather outputs it writes into. 2.6's FSDP has neither, and its backward fails
-#: the autograd engine's version check of an unsharded parameter. The releases between are
-#: not checked.
+#: of the all-gather outputs it writes into. 2.6's FSDP2 has neither (its backward fails the
+#: autograd engine's version check of a parameter all-gathered again), and fails on the CPU
+#: with gloo too (``torch.cpu.Stream`` has no ``record_event``). The releases between are not
+#: checked.
 FSDP2_ON_PYTHON_DEVICE = TORCH_VERSION >= (2, 13)
