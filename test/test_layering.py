@@ -52,6 +52,7 @@ LAZY_IMPORTS = {
     ("_patches", "library"): "in-tree helper",
     ("_patches", "compile"): "in-tree helper",
     ("_patches", "_imports"): "apply() only: the module imports nothing of torch_acc at its top",
+    ("_patches", "_compat"): "apply() only: the module imports nothing of torch_acc at its top",
     # Loads torch.distributed, only where torch has it.
     ("backend_registration", "distributed"): "import cost",
 }
