@@ -348,8 +348,7 @@ def _worker_collectives(rank: int, ws: int, tmp: str) -> None:
 def _check_dtensor_and_checkpoint(rank: int, ws: int, tmp: str) -> None:
     """A DTensor on DeviceMesh("npy"): sharding, redistribution, a matmul and a reduction
     (functional collectives underneath) give CPU's values; a distributed checkpoint of it
-    saves and loads. (DCP's default writer overlaps copies on the device's streams, which the
-    device module does not offer yet: ``per_thread_copy_ahead=0`` copies without them.)"""
+    saves and loads (DCP's writer overlaps its copies on the device module's streams)."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import distribute_tensor, Replicate, Shard
@@ -365,7 +364,7 @@ def _check_dtensor_and_checkpoint(rank: int, ws: int, tmp: str) -> None:
     torch.testing.assert_close(d.sum().full_tensor().cpu(), full.sum())
 
     state = {"w": d, "b": torch.arange(3.0).to("npy")}
-    dcp.save(state, storage_writer=dcp.FileSystemWriter(tmp, per_thread_copy_ahead=0))
+    dcp.save(state, checkpoint_id=tmp)
     loaded = {
         "w": distribute_tensor(torch.zeros(2 * ws, 6).to("npy"), mesh, [Shard(0)]),
         "b": torch.zeros(3).to("npy"),
