@@ -114,6 +114,25 @@ class TestOutCasting(TestCase):
                         fn(device, out)
                     self.assertEqual(out.cpu(), torch.zeros(2, 2, dtype=dtype))
 
+    def test_repeated_calls_check_as_cpu_each_time(self):
+        """The bridge keeps a meta function's answer per description of the arguments
+        (csrc/acc/Bridge.cpp: metaAnswers). The same call again gets CPU's result, dtype
+        error and resize warning again (a fallback out= overload and a kernel's)."""
+        x = torch.ones(4, 4, device="ref")
+        half = torch.tensor(0.5)  # a CPU scalar tensor, as DDP's reducer gives mul.out
+        for _ in range(3):
+            out = torch.empty(4, 4, device="ref")
+            torch.mul(x, half, out=out)
+            self.assertEqual(out.cpu(), torch.full((4, 4), 0.5))
+            torch.add(x, out, out=out)
+            self.assertEqual(out.cpu(), torch.full((4, 4), 1.5))
+            with self.assertRaisesRegex(RuntimeError, "can't be cast|can.t be cast|not safe"):
+                torch.mul(x, half, out=torch.empty(4, 4, dtype=torch.int64, device="ref"))
+            small = torch.empty(3, device="ref")
+            with self.assertWarnsRegex(UserWarning, "was resized"):
+                torch.mul(x, half, out=small)
+            self.assertEqual(small.cpu(), torch.full((4, 4), 0.5))
+
     def test_out_is_resized_before_the_kernel_refuses(self):
         # CPU's structured kernels resize out= in their meta function, before the kernel
         # refuses the dtype: the out= tensor is left resized (fuzz seed 98).

@@ -16,6 +16,7 @@ Example::
 """
 
 import contextlib
+import functools
 import os
 import weakref
 
@@ -78,6 +79,7 @@ def impl(op: str, fn=None):
     return register if fn is None else register(fn)
 
 
+@functools.cache
 def functional_overload(op):
     r"""The functional overload matching the in-place or ``out=`` overload ``op`` (the one of
     the same operator that takes its arguments but the ``out=`` ones and mutates nothing), or

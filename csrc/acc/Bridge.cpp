@@ -441,6 +441,91 @@ bool outDtypeDiffers(
   return false;
 }
 
+// What decides the answer of an operator's meta function for `inputs`, as
+// text: each tensor's dtype, layout and device (a CPU scalar's value too: its
+// stand-in is itself, which a meta function may read), which arguments are
+// one tensor, and every other argument's value. nullopt where an argument is
+// of a kind not described here.
+std::optional<std::string> metaKey(
+    const c10::OperatorHandle& op,
+    c10::ArrayRef<c10::IValue> inputs) {
+  std::ostringstream key;
+  key << op.operator_name();
+  c10::SmallVector<const c10::TensorImpl*, 8> seen;
+  const auto tensor = [&](const at::Tensor& t) {
+    if (!t.defined()) {
+      key << "|u";
+      return;
+    }
+    const auto* impl = t.unsafeGetTensorImpl();
+    const auto same = std::find(seen.begin(), seen.end(), impl);
+    if (same != seen.end()) {
+      key << "|=" << (same - seen.begin());
+      return;
+    }
+    seen.push_back(impl);
+    key << "|t" << static_cast<int>(t.scalar_type()) << t.device() << t.sizes()
+        << t.strides() << t.storage_offset() << t.is_conj() << t.is_neg()
+        << t.unsafeGetTensorImpl()->is_wrapped_number();
+    if (t.dim() == 0 && t.is_cpu()) {
+      key << '=' << t.item();
+    }
+  };
+  for (const auto& value : inputs) {
+    if (value.isTensor()) {
+      tensor(value.toTensor());
+    } else if (value.isTensorList()) {
+      key << "|[";
+      for (const auto& t : value.toTensorVector()) {
+        tensor(t);
+      }
+      key << ']';
+    } else if (
+        value.isNone() || value.isBool() || value.isInt() || value.isDouble() ||
+        value.isString() || value.isIntList() || value.isDoubleList() ||
+        value.isBoolList() || value.isDevice()) {
+      key << '|' << value.tagKind() << ':' << value;
+    } else {
+      return std::nullopt; // Scalars of other kinds, generators, objects...
+    }
+  }
+  return key.str();
+}
+
+// The meta functions' answers (output stand-ins) by metaKey, for runMeta: a
+// meta function written in Python costs far more than a kernel (mul.out's,
+// which DDP's reducer calls for each gradient, about 0.4 ms). Answers are
+// the same for the same key, so each is computed once. Not kept: errors, and
+// answers that resize an out= tensor (the meta function runs again, and
+// raises or warns as CPU does each time). Read and written with the GIL held;
+// emptied when full.
+std::unordered_map<std::string, torch::jit::Stack>& metaAnswers() {
+  static auto* answers =
+      new std::unordered_map<std::string, torch::jit::Stack>();
+  return *answers;
+}
+constexpr size_t kMetaAnswers = 1024;
+
+// Whether each out= argument among `inputs` already has the size of the meta
+// function's result for it (the results are the out= arguments, in order).
+bool resizesNoOutput(
+    const c10::FunctionSchema& schema,
+    c10::ArrayRef<c10::IValue> inputs,
+    const torch::jit::Stack& meta) {
+  size_t j = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!schema.arguments()[i].is_out()) {
+      continue;
+    }
+    if (j >= meta.size() || !inputs[i].isTensor() || !meta[j].isTensor() ||
+        !inputs[i].toTensor().sizes().equals(meta[j].toTensor().sizes())) {
+      return false;
+    }
+    ++j;
+  }
+  return true;
+}
+
 // CPU's argument checks, before a kernel writes anything, for out= overloads
 // and for writes into a tensor some of whose elements share memory: the
 // operator's meta function, run on meta stand-ins of `inputs`. PyTorch's
@@ -451,6 +536,13 @@ bool outDtypeDiffers(
 std::optional<torch::jit::Stack> runMeta(
     const c10::OperatorHandle& op,
     c10::ArrayRef<c10::IValue> inputs) {
+  const auto key = metaKey(op, inputs);
+  if (key) {
+    const auto found = metaAnswers().find(*key);
+    if (found != metaAnswers().end()) {
+      return found->second;
+    }
+  }
   auto stack = standIns(inputs, c10::kMeta);
   std::exception_ptr refused;
   bool compared = true;
@@ -462,7 +554,16 @@ std::optional<torch::jit::Stack> runMeta(
     refused = std::current_exception();
   }
   if (!refused && !outDtypeDiffers(op.schema(), inputs)) {
-    return compared ? std::make_optional(std::move(stack)) : std::nullopt;
+    if (!compared) {
+      return std::nullopt;
+    }
+    if (key && resizesNoOutput(op.schema(), inputs, stack)) {
+      if (metaAnswers().size() >= kMetaAnswers) {
+        metaAnswers().clear();
+      }
+      metaAnswers().emplace(*key, stack);
+    }
+    return stack;
   }
   if (cpuRefuses(op, inputs)) {
     if (refused) {
