@@ -489,7 +489,10 @@ def check_source_changes_carried() -> None:
         for node in tree.body
         if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "SOURCE_CHANGES"
     )
-    expected = sorted((c["module"], c["function"]) for c in changes)
+    base = ast.literal_eval(series_rules.PY_FACTS["TORCH_VERSION"])
+    expected = sorted(
+        (c["module"], c["function"]) for c in changes if c.get("since", base) <= base
+    )
     carried = sorted(
         (c["module"], c["function"])
         for patch in PATCHES
@@ -602,18 +605,8 @@ class Patch:
 ACC_PARTS = [
     ("PythonMethods.h", "Shutdown.cpp", "Shutdown.h"),
     ("DeviceGuard.cpp", "DeviceGuard.h"),
-    (
-        "Generator.cpp",
-        "Generator.h",
-        "Hooks.cpp",
-        "Hooks.h",
-        "EmptyTensor.cpp",
-        "EmptyTensor.h",
-        "PayloadTensor.cpp",
-        "PayloadTensor.h",
-        "Allocator.cpp",
-        "Allocator.h",
-    ),
+    ("PayloadTensor.cpp", "PayloadTensor.h", "EmptyTensor.cpp", "EmptyTensor.h"),
+    ("Generator.cpp", "Generator.h", "Hooks.cpp", "Hooks.h", "Allocator.cpp", "Allocator.h"),
     ("Payload.cpp", "Payload.h"),
     ("Registration.cpp", "Registration.h", "Views.cpp", "Views.h"),
     ("Bridge.cpp", "Bridge.h"),
@@ -714,18 +707,8 @@ The guard is registered from Python by torch._C._acc (a later patch).
         "tests added later in the series (patches/README.md lists which).",
     ),
     Patch(
-        "[acc] Add PrivateUse1 hooks, generators and payload tensors",
+        "[acc] Add payload tensors, whose device data is a Python object",
         """
-torch::acc::Hooks is an at::PrivateUse1HooksInterface whose methods call a Python object's:
-availability, primary context, init, pinned host memory (pointers the backend hands out) and
-memory figures (the backend's own, else those of its payloads). Device queries go to the
-device guard (previous patch).
-
-Generators: the hooks may return a Python generator object per device; C++ holds it as a
-real at::Generator (torch.Generator(device=...), manual_seed, get/set_rng_state), registered
-through ATen/core/GeneratorForPrivateuseone.h on this release, and random operators hand it
-to their kernels.
-
 A Python backend keeps its device data in Python objects (a NumPy array, a handle). Payload
 tensors are PrivateUse1 tensors whose device data is such an object, shared with their views
 and detached copies and released with the GIL (safely at interpreter shutdown). They hold a
@@ -733,15 +716,34 @@ storage that stands for the payload without data (one per payload, as large as i
 Tensor::is_alias_of answers for them (DDP's reducer asks it) and the engine can record a
 gradient on a stream; has_storage() is false, so ATen (TensorIterator) and torch's Python
 treat them as tensors without storage, as XLA's. data_ptr() raises an error that names the
-device and suggests .cpu(); an allocator registered for PrivateUse1 (Allocator.cpp, also
-the device allocator torch.accelerator's memory functions ask) refuses storage bytes with a
-clear error instead of a null dereference. storage_token/set_storage_token/payload_nbytes let meta
-conversion describe their data (a later patch). EmptyTensor builds empty payload tensors
-(empty/empty_strided), checking the device index against the guard. Hooks and payload
-tensors are one patch: the hooks' memory figures count the payloads, and emptying the cache
-asks the hooks.
+device and suggests .cpu(). resizePayloadStorage releases a payload or binds a new one, as
+FSDP resizes storages (a later patch). The payloads' memory figures are counted as they are
+bound and released. A slot's storage_token lets meta conversion describe its data (a later
+patch). EmptyTensor builds empty payload tensors (empty/empty_strided), checking
+the device index against the guard (previous patch).
 """,
         acc_files(*ACC_PARTS[2]),
+        "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
+        "tests added later in the series (patches/README.md lists which).",
+    ),
+    Patch(
+        "[acc] Add PrivateUse1 hooks, generators and the device allocator",
+        """
+torch::acc::Hooks is an at::PrivateUse1HooksInterface whose methods call a Python object's:
+availability, primary context, init, pinned host memory (pointers the backend hands out) and
+memory figures (the backend's own, else those of its payloads: previous patch). Device
+queries go to the device guard.
+
+Generators: the hooks may return a Python generator object per device; C++ holds it as a
+real at::Generator (torch.Generator(device=...), manual_seed, get/set_rng_state), registered
+through ATen/core/GeneratorForPrivateuseone.h on this release, and random operators hand it
+to their kernels.
+
+An allocator registered for PrivateUse1 (Allocator.cpp, also the device allocator
+torch.accelerator's memory functions ask) refuses storage bytes with a clear error instead
+of a null dereference: a Python backend's data is in payloads.
+""",
+        acc_files(*ACC_PARTS[3]),
         "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
         "tests added later in the series (patches/README.md lists which).",
     ),
@@ -758,7 +760,7 @@ no alias reads it; else the tensor is resized as resize_ does and the values are
 through the backend's copy_into). materialize() hands a view's payload to a kernel through
 the backend's as_strided function.
 """,
-        acc_files(*ACC_PARTS[3]),
+        acc_files(*ACC_PARTS[4]),
         "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
         "tests added later in the series (patches/README.md lists which).",
     ),
@@ -783,7 +785,7 @@ of aten::_fused_sdp_choice where it registered one, else the math path, as witho
 A backend that runs CPU's kernels (the passthrough backend of the standalone package) thus
 takes CPU's flash-attention path, with CPU's gradient layout.
 """,
-        acc_files(*ACC_PARTS[4]),
+        acc_files(*ACC_PARTS[5]),
         "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
         "tests added later in the series (patches/README.md lists which).",
     ),
@@ -799,7 +801,7 @@ backend function that materializes a view's payload; set_fallback(fn) routes ope
 without a kernel to Python (torch._decomp, then an error naming the operator). One file: the
 argument conversion and the result handling belong together.
 """,
-        acc_files(*ACC_PARTS[5]),
+        acc_files(*ACC_PARTS[6]),
         "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
         "tests added later in the series (patches/README.md lists which).",
     ),
@@ -809,7 +811,7 @@ argument conversion and the result handling belong together.
 register_autocast_kernels() gives PrivateUse1 autocast the operator lists and cast policies of
 CPU autocast, so torch.autocast(device_type=<Python backend>) casts as on the CPU.
 """,
-        acc_files(*ACC_PARTS[6]),
+        acc_files(*ACC_PARTS[7]),
         "Compile-checked (tools/check_series.py, this prefix of the series); exercised by the\n"
         "tests added later in the series (patches/README.md lists which).",
     ),
@@ -1022,6 +1024,24 @@ swaps the two tensors (torch.utils.swap_tensors), as wrapper subclasses' convers
 """,
         source_change("torch.nn.modules.module"),
         f"    python test/{series_rules.TEST_PREFIX}device.py",
+    ),
+    Patch(
+        "[fsdp] Free and reallocate payload tensors' memory through their backend",
+        """
+FSDP2 frees the memory of unsharded parameters and all-gather buffers by resizing their
+storage to 0 bytes (free_storage), and allocates it again by resizing it back
+(alloc_storage). The payload tensors of Python backends hold a storage that stands for their
+payload without data, which Python's storage refuses to resize. Both functions now go
+through the new helper _resize_storage: for a payload tensor it releases the payload, or
+binds a new one of the requested size, through torch._C._acc.resize_payload_storage; every
+other tensor's storage is resized as before.
+
+Later releases' FSDP2 also compares storage data pointers in reset_sharded_param, and the
+standalone package changes that too; this base does not have that code.
+""",
+        source_change("torch.distributed.fsdp._fully_shard._fsdp_param"),
+        "Compile-checked (tools/check_series.py, this prefix of the series). Multi-process\n"
+        "tests of it stay in the standalone package (patches/README.md says why).",
     ),
     Patch(
         "[inductor] Refuse graphs on a Python backend's device before compiling them",
