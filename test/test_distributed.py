@@ -732,6 +732,13 @@ class TestDistributed(TestCase):
     def test_fsdp_matches_cpu_fsdp(self):
         self.assertRanksOk("fsdp", 2)
 
+    @unittest.skipUnless(
+        _compat.FSDP2_ON_PYTHON_DEVICE,
+        "this torch's FSDP2 has no PrivateUse1 kernels (_compat.FSDP2_ON_PYTHON_DEVICE)",
+    )
+    def test_fsdp_matches_cpu_fsdp_4_ranks(self):
+        self.assertRanksOk("fsdp", 4)
+
     def test_plain_init_and_errors_that_name_the_collective(self):
         results = self.assertRanksOk("errors", 2)
         self.assertIn("all_reduce failed", results[0][1])  # the timeout
