@@ -38,6 +38,38 @@ class TestStreams(TestCase):
         self.assertTrue(a.query())
 
 
+class TestDeviceModule(TestCase):
+    """``torch.ref``'s streams and events, under the names of ``torch.cuda``'s (FSDP asks a
+    device's module for them)."""
+
+    def test_stream_event_current_stream(self):
+        mod = torch.ref
+        s = mod.Stream(priority=-1)
+        self.assertIsInstance(s, torch.Stream)
+        self.assertEqual(s.device, torch.device("ref:0"))
+        with self.assertRaisesRegex(ValueError, r"device index in \[0, 1\) for ref, but got 1"):
+            mod.Stream("ref:1")
+        self.assertEqual(mod.current_stream(), torch.accelerator.current_stream())
+        e = mod.Event()
+        self.assertIsInstance(e, torch.Event)
+        y = torch.ones(2, device="ref") * 2
+        e.record(s)
+        e.synchronize()
+        self.assertTrue(e.query())
+        self.assertEqual(y.cpu(), torch.full((2,), 2.0))
+
+    def test_stream_context_restores_stream_and_device(self):
+        mod = torch.ref
+        device, before = mod.current_device(), mod.current_stream()
+        other = mod.Stream(priority=-1)
+        with mod.stream(other):
+            self.assertEqual(mod.current_stream(), other)
+        self.assertEqual(mod.current_device(), device)
+        self.assertEqual(mod.current_stream(), before)
+        with mod.stream(None):
+            self.assertEqual(mod.current_stream(), before)
+
+
 class TestEvents(TestCase):
     def test_record_query_synchronize(self):
         e = torch.Event(device="ref")
