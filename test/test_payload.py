@@ -172,6 +172,41 @@ class TestLifetime(TestCase):
         self.assertEqual(d.cpu(), torch.tensor([1.0, 2.0]))
 
 
+class TestResizePayloadStorage(TestCase):
+    """``_C.resize_payload_storage``, FSDP's ``untyped_storage().resize_()`` of a payload
+    tensor: 0 releases the payload of every tensor on the storage, from 0 a new one is bound."""
+
+    def test_release_and_bind_again(self):
+        t = wrap(torch.arange(6.0))
+        view = t[2:]
+        before = torch.ref.memory_allocated()
+        _C.resize_payload_storage(t, 0)
+        self.assertEqual(t.untyped_storage().nbytes(), 0)
+        self.assertEqual(torch.ref.memory_allocated(), before - 24)
+        for freed in (t, view):
+            with self.assertRaisesRegex(RuntimeError, "resized to 0 bytes"):
+                freed.cpu()
+        _C.resize_payload_storage(t, 24)
+        self.assertEqual(view.untyped_storage().nbytes(), 24)
+        self.assertEqual(torch.ref.memory_allocated(), before)
+        t.copy_(torch.arange(6.0) * 2)
+        self.assertEqual(view.cpu(), torch.tensor([4.0, 6.0, 8.0, 10.0]))
+        _C.resize_payload_storage(t, 24)  # the size it has: nothing to do
+        self.assertEqual(payload(t).tolist(), [0.0, 2.0, 4.0, 6.0, 8.0, 10.0])
+
+    def test_refused_resizes(self):
+        t = wrap(torch.arange(6.0))
+        with self.assertRaisesRegex(RuntimeError, "from 24 to 48 bytes: its payload would"):
+            _C.resize_payload_storage(t, 48)
+        with self.assertRaisesRegex(ValueError, "multiple of the element size 4 .* but got 6"):
+            _C.resize_payload_storage(t, 6)
+        with self.assertRaisesRegex(ValueError, "non-negative .* but got -4"):
+            _C.resize_payload_storage(t, -4)
+        with self.assertRaisesRegex(RuntimeError, "tensor of create_empty_tensor"):
+            _C.resize_payload_storage(_C.create_empty_tensor((2,), torch.float32), 0)
+        self.assertEqual(t.cpu(), torch.arange(6.0))
+
+
 class TestWrapChecksMetadata(TestCase):
     """wrap() refuses explicit metadata that the payload contradicts (issue 13)."""
 

@@ -180,7 +180,7 @@ def impl_element_size_views(reinterpret):
             (size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride(), strict=True)
         )
         flat = tensor.as_strided((n if tensor.numel() else 0,), (1,), 0)
-        view = _C.wrap(reinterpret(_C.payload(flat), dtype), device=tensor.device)
+        view = _C.wrap(reinterpret(_C.materialize(flat), dtype), device=tensor.device)
         _C.mark_shared_memory(view, tensor)
         return view
 
@@ -287,7 +287,7 @@ def _extent(t: torch.Tensor) -> int:
 
 def _to_cpu(t: torch.Tensor) -> torch.Tensor:
     """``to_cpu`` of the payload of the device tensor ``t``, checked."""
-    value = _payload_functions()["to_cpu"](_C.payload(t))
+    value = _payload_functions()["to_cpu"](_C.materialize(t))
     if (
         isinstance(value, torch.Tensor)
         and value.device.type == "cpu"
@@ -318,7 +318,7 @@ def _from_cpu(t: torch.Tensor):
 
 
 def _write(dst: torch.Tensor, value) -> None:
-    given = _C.payload(dst)
+    given = _C.materialize(dst)
     result = _payload_functions()["copy_into"](given, value)
     if result is given:
         return
@@ -399,7 +399,7 @@ def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False)
     if not dst_here:
         dst.copy_(_to_cpu(src))
     elif src_here:
-        _write(dst, _C.payload(src))
+        _write(dst, _C.materialize(src))
     elif src.device.type == "cpu":
         _write(dst, _from_cpu(src.detach()))
     else:

@@ -352,6 +352,13 @@ void initBindings(PyObject* module) {
       "none is set).");
 
   m.def(
+      "materialize",
+      &materialize,
+      py::arg("tensor"),
+      "The device data of a payload tensor as its kernels see it; an error "
+      "that says why where it has none.");
+
+  m.def(
       "set_payload",
       [](const at::Tensor& tensor, const py::object& payload) {
         bindPayload(tensor, payload);

@@ -329,7 +329,7 @@ PayloadTensorImpl::PayloadTensorImpl(
   if (payload_storage_) {
     // c10 keeps the message of data pointer access with the release of a
     // tensor's storage; the payload storage is then put back, readable.
-    auto kept = storage_;
+    auto kept = std::move(storage_);
     release_storage_and_set_meta_custom_data_ptr_error_msg_(noDataMessage());
     storage_ = std::move(kept);
     storage_access_should_throw_ = false;
