@@ -43,9 +43,14 @@ def _kineto_include() -> list[str]:
     return [str(Path(torch.__file__).parent / "include" / "kineto")]
 
 
-def _kineto_macros() -> list[tuple[str, None]]:
-    # As torch itself was built: its headers declare kineto's parts under USE_KINETO.
-    return [("USE_KINETO", None)] if torch.autograd.kineto_available() else []
+def _build_macros() -> list[tuple[str, None]]:
+    # As torch itself was built: its headers declare kineto's parts under USE_KINETO, and
+    # torch._C has c10d's classes under USE_DISTRIBUTED.
+    flags = {
+        "USE_KINETO": torch.autograd.kineto_available(),
+        "USE_DISTRIBUTED": torch.distributed.is_available(),
+    }
+    return [(name, None) for name, on in flags.items() if on]
 
 
 def _extensions() -> list:
@@ -61,7 +66,7 @@ def _extensions() -> list:
             # NumPy payloads' fields are read through NumPy's C API, as torch
             # itself does (USE_NUMPY, torch/csrc/utils/numpy_stub.h).
             include_dirs=[_include_root(), numpy.get_include(), *_kineto_include()],
-            define_macros=[("USE_NUMPY", None), *_kineto_macros()],
+            define_macros=[("USE_NUMPY", None), *_build_macros()],
             # Without debug information unless TORCH_ACC_DEBUG=1 (for gdb, sanitizers):
             # torch's headers make it most of the compile time (about half).
             extra_compile_args=[

@@ -674,16 +674,6 @@ _WORKERS = {
 }
 
 
-def _destroy_process_group() -> None:
-    """``dist.destroy_process_group()`` once gloo's worker threads are done with the last
-    collective. torch 2.6's ``~ProcessGroupGloo`` joins its workers with the GIL held, and a
-    worker that lets go of a work last frees its tensors' Python objects, which needs the GIL:
-    a deadlock (seen on 2.6 after the 4-rank gather). The GIL released a while lets the workers
-    finish first."""
-    time.sleep(0.5)
-    dist.destroy_process_group()
-
-
 def _worker_main(scenario: str, rank: int, ws: int, init: str) -> None:
     from torch_acc.backends import numpy as npy_backend
 
@@ -700,7 +690,7 @@ def _worker_main(scenario: str, rank: int, ws: int, init: str) -> None:
     worker(rank, ws, os.path.dirname(init))  # beside the init file: files all ranks share
     print(f"ok {scenario}", flush=True)
     if scenario not in ("rank_dies", "errors"):
-        _destroy_process_group()
+        dist.destroy_process_group()
     os._exit(0)  # a group whose peer failed must not hold the exit
 
 
@@ -804,12 +794,46 @@ class TestDistributed(TestCase):
             dist.all_gather_into_tensor(out, t * 2)
         finally:
             distributed._transports.pop("npy")
-            _destroy_process_group()
+            dist.destroy_process_group()
         self.assertEqual(out.cpu(), torch.arange(4.0) * 2)
         names = [name for name, _ in seen]
         self.assertIn("broadcast", names)
         self.assertIn("_allgather_base", names)
         self.assertIn("allgather", names)  # the ranks' agreement check
+
+    def test_destroy_right_after_a_collective(self):
+        """``destroy_process_group()`` while gloo's worker still holds the last collective's
+        tensors, whose Python objects it must free with the GIL: on torch 2.6 freeing a group
+        held the GIL while gloo joined that worker, a deadlock on CPU tensors too
+        (``_compat.PROCESS_GROUP_FREED_WITH_GIL``; without the mend, most of these runs hang).
+        The last collective on the world group or on a subgroup, each in a process of its own,
+        bounded."""
+        script = """if True:
+            import sys
+            import torch
+            import torch.distributed as dist
+            from torch_acc.backends import numpy as npy_backend
+
+            npy_backend.setup()
+            backend, device, last = sys.argv[1:]
+            dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+            dist.all_reduce(torch.ones(4, device=device))
+            group = dist.new_group(backend="gloo") if last == "subgroup" else None
+            dist.all_reduce(torch.ones(16 << 20), group=group, async_op=True)
+            del group
+            dist.destroy_process_group()
+            print("destroyed")
+        """
+        env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+        for backend, device in (("gloo", "cpu"), ("cpu:gloo,npy:acc", "npy")):
+            for last in ("world", "subgroup", "world", "subgroup"):
+                with self.subTest(backend=backend, last=last):
+                    proc = subprocess.run(
+                        [sys.executable, "-c", script, backend, device, last],
+                        capture_output=True, text=True, env=env, timeout=60, check=False,
+                    )
+                    self.assertEqual(proc.returncode, 0, proc.stderr)
+                    self.assertEqual(proc.stdout.strip(), "destroyed")
 
     def test_backend_registered_for_the_device(self):
         from torch_acc.backends import numpy as npy_backend

@@ -297,6 +297,9 @@ def compile_flags(tree: Path) -> list[str]:
         "-fsyntax-only",
         "-fPIC",
         "-D_GLIBCXX_USE_CXX11_ABI=1",
+        # As torch_python is built with distributed support (torch/csrc/acc binds c10d's
+        # process groups under USE_DISTRIBUTED).
+        "-DUSE_DISTRIBUTED",
         # The patched tree first (c10/ at its root, ATen/ under aten/src), then the wheel's
         # headers for what the tree lacks (generated ATen headers, third-party libraries).
         f"-I{tree}",
@@ -618,7 +621,8 @@ def check_overlay(tree: Path, tmp: Path) -> None:
     script = (
         "import sys, shutil; from torch.utils.cpp_extension import load; "
         f"m = load('_acc_overlay', {sources!r}, extra_include_paths=[{str(include)!r}], "
-        f"build_directory={str(build)!r}, extra_cflags=['-O1', '-fvisibility=hidden']); "
+        f"build_directory={str(build)!r}, "
+        "extra_cflags=['-O1', '-fvisibility=hidden', '-DUSE_DISTRIBUTED']); "
         f"shutil.copy(m.__file__, {str(site)!r})"
     )
     _log("building the patched torch/csrc/acc against the installed torch")

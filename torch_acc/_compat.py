@@ -27,6 +27,14 @@ ACCELERATOR_MEMORY = hasattr(torch.accelerator, "memory_allocated")
 #: between are not checked.
 C10D_HOLDS_PYTHON_WORKS = TORCH_VERSION >= (2, 7)
 
+#: Whether dropping a ``ProcessGroup``'s Python object runs ``~ProcessGroup`` with the GIL
+#: held (2.6: a plain ``intrusive_ptr`` holder; 2.13 and 2.14 release the GIL first). A gloo
+#: backend's destructor then joins its workers while one of them may wait for the GIL to free
+#: the Python objects of its last work's tensors: ``destroy_process_group()`` right after a
+#: collective deadlocks, on CPU tensors too. ``torch_acc.distributed`` mends it there. The
+#: releases between are not checked.
+PROCESS_GROUP_FREED_WITH_GIL = TORCH_VERSION < (2, 13)
+
 #: The error CPU raises for a subtraction with a bool tensor: ``NotImplementedError`` (a
 #: ``RuntimeError``) on 2.14, ``RuntimeError`` on 2.13 and 2.6; the releases between are not
 #: checked.

@@ -29,6 +29,7 @@ every rank; a collective whose peer died or that outlives the process group's ti
 gloo's error, wrapped with the collective's name: never a hang past that timeout.
 """
 
+import functools
 import threading
 import zlib
 from collections.abc import Callable, Sequence
@@ -38,7 +39,7 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import AllgatherOptions  # dist has it from 2.7 on only
 
-from torch_acc import _compat
+from torch_acc import _C, _compat
 from torch_acc.payload import payload
 
 __all__ = ["BACKEND", "ProcessGroupAcc", "register"]
@@ -93,7 +94,34 @@ def register(
         dist.Backend.register_backend(BACKEND, _create, devices=["cpu", *_devices])
     if _functional_lib is None:
         _functional_lib = _register_functional_kernels()
+        if _compat.PROCESS_GROUP_FREED_WITH_GIL:
+            c10d = dist.distributed_c10d
+            c10d.destroy_process_group = _groups_freed_without_gil(c10d.destroy_process_group)
+            dist.destroy_process_group = c10d.destroy_process_group
     return BACKEND
+
+
+def _groups_freed_without_gil(destroy: Callable) -> Callable:
+    """``destroy_process_group`` that destroys the groups with the GIL released, where dropping
+    a group's Python object does not (``_compat.PROCESS_GROUP_FREED_WITH_GIL``): it holds a
+    C++ reference to each group while ``destroy`` drops them, then lets go of those
+    references without the GIL."""
+
+    @functools.wraps(destroy)
+    def destroy_process_group(group=None):
+        # No Python reference to a group may outlive ``destroy`` here: the last one would
+        # destroy it with the GIL held.
+        pg_map = dist.distributed_c10d._world.pg_map
+        if group is None or group == dist.GroupMember.WORLD:
+            references = [_C.process_group_reference(pg) for pg in pg_map]
+        else:
+            references = [_C.process_group_reference(group)] if group in pg_map else []
+        try:
+            destroy(group)
+        finally:
+            references.clear()
+
+    return destroy_process_group
 
 
 def _register_functional_kernels() -> torch.library.Library:

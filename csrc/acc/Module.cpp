@@ -21,6 +21,10 @@
 #include <ATen/Context.h>
 #include <ATen/ScalarOps.h>
 
+#ifdef USE_DISTRIBUTED
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
+
 namespace torch::acc {
 
 namespace {
@@ -493,6 +497,30 @@ void initBindings(PyObject* module) {
       "untyped_storage().resize_(nbytes) of the payload tensor `tensor`: 0 "
       "releases its payload, and from 0 a new one (its values undefined) is "
       "bound; any other resize raises.");
+
+#ifdef USE_DISTRIBUTED
+  m.def(
+      "process_group_reference",
+      [](py::handle group) {
+        auto* pg = py::cast<c10d::ProcessGroup*>(group);
+        TORCH_CHECK(
+            pg != nullptr,
+            "expected process_group_reference() to get a process group, but "
+            "got None");
+        using Reference = c10::intrusive_ptr<c10d::ProcessGroup>;
+        return py::capsule(
+            new Reference(Reference::reclaim_copy(pg)), [](void* reference) {
+              // A gloo backend's destructor joins its workers, and a worker
+              // may need the GIL to free its last work's tensors.
+              py::gil_scoped_release no_gil;
+              delete static_cast<Reference*>(reference);
+            });
+      },
+      py::arg("group"),
+      "A reference to the C++ object of the process group `group` that lets "
+      "go of it with the GIL released: where it is the last, the group and "
+      "its backends are destroyed without the GIL.");
+#endif
 
   m.def(
       "is_payload_tensor",
