@@ -1176,6 +1176,24 @@ def _inplace(op, name):
     return kernel
 
 
+def _out(op, name):
+    """The ``out=`` overload of ``op``: its result written into ``out``, in ``out``'s dtype.
+    The bridge has checked the call against CPU's meta function (the dtype cast) and resized
+    ``out`` as CPU would; an ``out`` some of whose elements share memory is refused here, and
+    a payload that cannot be written into is replaced by the result (the bridge binds it)."""
+
+    def kernel(*args, out, **kwargs):
+        check_no_internal_overlap(name, out)
+        value = op(*args, **kwargs)
+        if type(out) is _ndarray and out.flags.writeable and np.shape(value) == out.shape:
+            np.copyto(out, value, casting="unsafe")
+            return out
+        return value if value.dtype == out.dtype else value.astype(out.dtype)
+
+    kernel.__name__ = name
+    return kernel
+
+
 def _fast_inplace(uf, op, name):
     """``add_``/``sub_``/``mul_``/``div_``: a float or complex ``self`` and ``other`` of its
     dtype computed straight into ``self`` (the optimizers' hot path); the rest through
@@ -1410,6 +1428,11 @@ KERNELS = {
     "mul.Scalar": _mul,
     "div.Tensor": _div,
     "div.Scalar": _div,
+    # DDP's reducer writes each gradient into its bucket with mul.out.
+    "add.out": _out(_add, "add"),
+    "sub.out": _out(_sub, "sub"),
+    "mul.out": _out(_mul, "mul"),
+    "div.out": _out(_div, "div"),
     **_laid_out({
         "div.Tensor_mode": _div_mode,
         "div.Scalar_mode": _div_mode,
