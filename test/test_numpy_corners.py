@@ -55,6 +55,74 @@ class CornersTestCase(TestCase):
             self.assertEqual(f("npy").stride(), f("cpu").stride())
 
 
+class TestArithmeticOutKernels(TestCase):
+    """``add``/``sub``/``mul``/``div`` with ``out=`` (kernels that write into the out
+    tensor's payload; DDP's reducer fills its buckets with ``mul.out``) give CPU's values,
+    dtypes, strides and warnings, and refuse what CPU refuses."""
+
+    def _into_view(self, d):
+        bucket = torch.zeros(8, device=d)
+        torch.mul(torch.arange(4.0, device=d), 0.5, out=bucket[2:6])
+        return bucket
+
+    def _into_transpose(self, d):
+        out = torch.zeros(2, 3, device=d).t()
+        torch.sub(torch.ones(3, 2, device=d), torch.arange(2.0, device=d), alpha=2, out=out)
+        return out
+
+    def test_as_cpu(self):
+        def empty(d, *shape, dtype=torch.float32):
+            return torch.empty(*shape, dtype=dtype, device=d)
+
+        cases = {
+            "into a view": self._into_view,
+            "into a transpose": self._into_transpose,
+            "float64 out": lambda d: torch.mul(
+                torch.arange(4.0, device=d), torch.full((4,), 3.0, device=d),
+                out=empty(d, 4, dtype=torch.float64)),
+            "float out of int64": lambda d: torch.div(
+                torch.arange(4, device=d), 2, out=empty(d, 4)),
+            "int64 out of float": lambda d: torch.mul(
+                torch.arange(4.0, device=d), 2, out=empty(d, 4, dtype=torch.int64)),
+            "true division into int64": lambda d: torch.div(
+                torch.arange(4, device=d), 2, out=empty(d, 4, dtype=torch.int64)),
+            "resized from empty": lambda d: torch.sub(
+                torch.ones(2, 3, device=d), torch.ones(3, device=d), alpha=2, out=empty(d, 0)),
+            "out is an input": lambda d: (lambda a: torch.div(a, 2, out=a))(
+                torch.arange(4.0, device=d)),
+            "bool": lambda d: torch.mul(
+                torch.tensor([True, False], device=d), True, out=empty(d, 2, dtype=torch.bool)),
+            "complex128 out": lambda d: torch.mul(
+                torch.ones(2, dtype=torch.complex64, device=d), 1j,
+                out=empty(d, 2, dtype=torch.complex128)),
+            "float16 with alpha into float32": lambda d: torch.add(
+                torch.ones(2, dtype=torch.half, device=d),
+                torch.ones(2, dtype=torch.half, device=d), alpha=0.5, out=empty(d, 2)),
+            "out overlaps an input": lambda d: (lambda a: torch.mul(a[:3], 2, out=a[1:]))(
+                torch.arange(4.0, device=d)),
+            "expanded out": lambda d: torch.mul(
+                torch.ones(3, device=d), 2, out=torch.zeros(1, device=d).expand(3)),
+        }
+        for name, f in cases.items():
+            with self.subTest(name):
+                cpu, npy = _outcome(f, "cpu"), _outcome(f, "npy")
+                if isinstance(cpu, type):
+                    self.assertIs(npy, cpu)
+                    continue
+                self.assertNotIsInstance(npy, type, msg=f"npy raised {npy}, the CPU gave {cpu}")
+                self.assertEqual(npy, cpu, exact_dtype=True, atol=0, rtol=0)
+                self.assertEqual(npy.stride(), cpu.stride())
+
+    def test_resizing_a_nonempty_out_warns_as_cpu(self):
+        for d in ("cpu", "npy"):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                out = torch.add(torch.ones(2, 3, device=d), 1, out=torch.empty(5, device=d))
+            self.assertEqual(out.cpu(), torch.full((2, 3), 2.0))
+            self.assertEqual(len(caught), 1, d)
+            self.assertIn("An output with one or more elements was resized", str(caught[0].message))
+
+
 class TestPromotion(CornersTestCase):
     """Item 1: operands are promoted as torch.result_type says, and rounded to that dtype
     before they compare (a Python scalar and a 0-dim tensor do not raise the category)."""
