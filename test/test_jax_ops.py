@@ -36,6 +36,8 @@ ENTRIES = """
     softmax log_softmax nn.functional.cross_entropy nn.functional.layer_norm
     nn.functional.conv2d nn.functional.conv_transpose2d nn.functional.max_pool2d
     nn.functional.avg_pool2d nn.functional.embedding
+    addbmm median nanmedian masked_select masked_scatter cdist complex equal
+    nn.functional.avg_pool3d nn.functional.adaptive_avg_pool3d
 """.split()
 
 

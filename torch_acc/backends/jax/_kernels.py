@@ -852,6 +852,111 @@ def _adaptive_avg_pool_backward(nd):
     return run
 
 
+def _addbmm(x, a, b, *, beta=1, alpha=1):
+    """``beta * x + alpha * sum_i(a[i] @ b[i])``; ``x`` is ignored (NaN too) where ``beta`` is
+    0, as on the CPU."""
+    total = jnp.sum(jnp.matmul(a, b), axis=0)
+    if alpha != 1:
+        total = total * alpha
+    if beta == 0:
+        return jnp.broadcast_to(total, jnp.broadcast_shapes(x.shape, total.shape))
+    return (x if beta == 1 else x * beta) + total
+
+
+def _median(x, *, ignore_nan):
+    """The lower median of all elements (NaN if there is a NaN, or with ``ignore_nan`` if all
+    are NaN; NaN for no elements), as the CPU's ``median()``/``nanmedian()``."""
+    flat = jnp.sort(jnp.ravel(x))  # NaNs last
+    if flat.size == 0:
+        return jnp.asarray(jnp.nan, x.dtype) if jnp.issubdtype(x.dtype, jnp.inexact) else flat
+    if not jnp.issubdtype(x.dtype, jnp.inexact):
+        return flat[(flat.size - 1) // 2]
+    count = jnp.sum(~jnp.isnan(flat)) if ignore_nan else flat.size
+    value = flat[jnp.maximum(count - 1, 0) // 2]
+    if ignore_nan:
+        return jnp.where(count == 0, jnp.nan, value)
+    return jnp.where(jnp.isnan(flat[-1]), jnp.nan, value)
+
+
+def _median_dim(x, dim=-1, keepdim=False, *, ignore_nan):
+    """``median``/``nanmedian`` along ``dim``: the lower median and its index (the first NaN
+    and its index where ``median`` meets a NaN)."""
+    if x.ndim == 0:
+        return x, jnp.zeros((), jnp.int64)
+    dim = dim % x.ndim
+    order = jnp.argsort(x, axis=dim, stable=True)  # NaNs last
+    ranked = jnp.take_along_axis(x, order, axis=dim)
+    n = x.shape[dim]
+    if jnp.issubdtype(x.dtype, jnp.inexact):
+        valid = jnp.sum(~jnp.isnan(x), axis=dim, keepdims=True)
+        if ignore_nan:
+            k = jnp.maximum(valid - 1, 0) // 2
+        else:
+            k = jnp.where(valid < n, valid, (n - 1) // 2)
+    else:
+        k = jnp.full([1 if i == dim else s for i, s in enumerate(x.shape)], (n - 1) // 2)
+    values = jnp.take_along_axis(ranked, k, axis=dim)
+    indices = jnp.take_along_axis(order, k, axis=dim)
+    if not keepdim:
+        values, indices = jnp.squeeze(values, dim), jnp.squeeze(indices, dim)
+    return values, indices.astype(jnp.int64)
+
+
+def _masked_select(x, mask):
+    shape = jnp.broadcast_shapes(x.shape, mask.shape)
+    return jnp.broadcast_to(x, shape)[jnp.broadcast_to(mask, shape)]
+
+
+def _masked_scatter(x, mask, source):
+    """``x`` with its masked elements (in row-major order) taken from ``source``'s first
+    elements; fewer source elements than masked ones is CPU's error."""
+    shape = jnp.broadcast_shapes(x.shape, mask.shape)
+    x, mask = jnp.broadcast_to(x, shape), jnp.broadcast_to(mask, shape).ravel()
+    needed = int(jnp.sum(mask))
+    if needed > source.size:
+        raise RuntimeError("Number of elements of source < number of ones in mask")
+    picks = jnp.clip(jnp.cumsum(mask) - 1, 0, max(source.size - 1, 0))
+    values = jnp.ravel(source)[picks] if source.size else jnp.zeros_like(x.ravel())
+    return jnp.where(mask, values.astype(x.dtype), x.ravel()).reshape(x.shape)
+
+
+def _cdist(x1, x2, p, compute_mode=None):
+    """The ``p``-norm distance of each row of ``x1`` to each row of ``x2`` (batched)."""
+    diff = jnp.abs(x1[..., :, None, :] - x2[..., None, :, :])
+    if p == 0:
+        return jnp.sum(diff != 0, axis=-1).astype(x1.dtype)
+    if p == math.inf:
+        return jnp.max(diff, axis=-1, initial=0)
+    if p == 1:
+        return jnp.sum(diff, axis=-1)
+    if p == 2:
+        return jnp.sqrt(jnp.sum(diff * diff, axis=-1))
+    return jnp.sum(diff**p, axis=-1) ** (1 / p)
+
+
+def _cdist_backward(grad, x1, x2, p, dist):
+    """The gradient of :func:`_cdist` for ``x1``, as the CPU's (0 where a distance is 0)."""
+    diff = x1[..., :, None, :] - x2[..., None, :, :]
+    g, d = grad[..., None], dist[..., None]
+    if p == 0:
+        return jnp.zeros_like(x1)
+    if p == 1:
+        each = g * jnp.sign(diff)
+    elif p == math.inf:
+        each = g * jnp.sign(diff) * (jnp.abs(diff) == d)
+    else:
+        safe = jnp.where(d == 0, 1, d)
+        scale = diff if p == 2 else diff * jnp.abs(diff) ** (p - 2)
+        each = jnp.where(d == 0, 0, g * scale / safe ** (p - 1))
+    return jnp.sum(each, axis=-2)
+
+
+def _equal(a, b):
+    """``torch.equal``: the same shape and equal values (after type promotion; NaN is not
+    equal to itself)."""
+    return a.shape == b.shape and bool(jnp.all(a == b))
+
+
 def _layer_norm(x, normalized_shape, weight, bias, eps):
     axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
     compute = x.astype(jnp.float32) if x.dtype in (jnp.float16, jnp.bfloat16) else x
@@ -1153,6 +1258,20 @@ LOWERINGS = {
     "avg_pool2d_backward.default": _avg_pool_backward(2),
     "_adaptive_avg_pool2d.default": _adaptive_avg_pool(2),
     "_adaptive_avg_pool2d_backward.default": _adaptive_avg_pool_backward(2),
+    "avg_pool3d.default": _avg_pool(3),
+    "avg_pool3d_backward.default": _avg_pool_backward(3),
+    "_adaptive_avg_pool3d.default": _adaptive_avg_pool(3),
+    "_adaptive_avg_pool3d_backward.default": _adaptive_avg_pool_backward(3),
+    "addbmm.default": _addbmm,
+    "median.default": lambda x: _median(x, ignore_nan=False),
+    "nanmedian.default": lambda x: _median(x, ignore_nan=True),
+    "masked_select.default": _masked_select,
+    "masked_scatter.default": _masked_scatter,
+    "_cdist_forward.default": _cdist,
+    "_cdist_backward.default": _cdist_backward,
+    "complex.default": lambda real, imag: lax.complex(*jnp.broadcast_arrays(real, imag)),
+    "median.dim": lambda x, dim, keepdim=False: _median_dim(x, dim, keepdim, ignore_nan=False),
+    "nanmedian.dim": lambda x, dim, keepdim=False: _median_dim(x, dim, keepdim, ignore_nan=True),
     "native_layer_norm.default": _layer_norm,
     "embedding_dense_backward.default": _embedding_dense_backward,
     "embedding_renorm_.default": _embedding_renorm_,
@@ -1166,6 +1285,10 @@ for _name, _f in _UNARY.items():
 LOWERINGS.update(_BINARY)
 
 KERNELS = {name: kernel(name, fn) for name, fn in LOWERINGS.items()}
+# torch.equal answers a bool, not a tensor.
+KERNELS["equal.default"] = torch.compiler.disable(
+    lambda a, b: _equal(_unwrap(a), _unwrap(b))
+)
 # In a graph every input is on the device already; eagerly, PyTorch's own _to_copy (an empty
 # tensor and copy_) also takes CPU tensors to the device.
 LOWERINGS["_to_copy.default"] = _to_copy
