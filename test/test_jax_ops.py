@@ -107,6 +107,30 @@ class TestJaxOps(TestCase):
         torch.add(a, a, out=out)
         self.assertEqual(out.cpu(), a.cpu() * 2)
 
+    def test_fill_and_the_like_factories(self):
+        """``fill_``/``zero_`` (new payloads the bridge binds) reach the base of a view, and
+        ``ones_like``/``full_like`` (which fill a fresh tensor) keep CPU's layout, dtype and
+        ``device=``; a value that is not 0-d is CPU's error."""
+
+        def cases(d):
+            a = torch.zeros(4, device=d)
+            a[1:3].fill_(5)
+            b = torch.zeros(2, 3, device=d)
+            b.t()[1].fill_(torch.tensor(2.0))
+            c = torch.ones(2, 2, dtype=torch.int32, device=d)
+            c.zero_()
+            ones = torch.ones_like(torch.empty(2, 3, device=d).t())
+            full = torch.full_like(torch.empty(2, 3, device=d), 2.5, dtype=torch.float64)
+            return a, b, c, ones, full
+
+        for cpu, got in zip(cases("cpu"), cases("jax"), strict=True):
+            self.assertEqual(got.cpu(), cpu, exact_dtype=True)
+            self.assertEqual(got.stride(), cpu.stride())
+        self.assertEqual(torch.ones_like(torch.empty(2, device="jax"), device="cpu").device.type,
+                         "cpu")
+        with self.assertRaisesRegex(RuntimeError, "0-dimension value tensor"):
+            torch.zeros(2, device="jax").fill_(torch.ones(2, device="jax"))
+
 
 def _mlp():
     torch.manual_seed(0)
