@@ -285,8 +285,11 @@ def from_cpu(tensor: torch.Tensor, index: int | None = None):
 
 def _values(src, shape, dtype):
     value = src.array if type(src) in (JaxPayload, JaxView) else jnp.asarray(src)
+    want = jax_dtype(dtype)
+    if value.dtype == want and value.shape == tuple(shape):
+        return value  # arrays are immutable: the new cell shares it
     try:
-        return jnp.broadcast_to(value.astype(jax_dtype(dtype)), shape)
+        return jnp.broadcast_to(value.astype(want), shape)
     except ValueError:
         raise RuntimeError(
             f"copy_: the source of shape {list(value.shape)} does not broadcast to the "
