@@ -636,7 +636,7 @@ TEST_GROUPS = [
     ("device", "guard", "hooks", "streams_events", "accelerator", "current_accelerator", "pinned"),
     ("payload", "bridge", "views", "inplace_out", "decompositions", "mixed_device_errors", "fake"),
     ("rng", "autocast", "serialization", "compile", "profiler"),
-    ("subclass_backend", "registration_errors", "overlap", "exit", "fork"),
+    ("subclass_backend", "registration_errors", "overlap", "exit", "fork", "c10d"),
 ]
 
 
@@ -1152,13 +1152,16 @@ whole process, so each runs in its own process.
         _test_plan(TEST_GROUPS[2]),
     ),
     Patch(
-        "[test] Test Python backends: subclass backends, registration errors, overlap, exit, fork",
+        "[test] Test Python backends: subclass backends, registration errors, overlap, exit, "
+        "fork, c10d",
         """
 Tests of Python-defined PrivateUse1 backends: the seed-style subclass backend end to end,
 registration errors, and on the passthrough test backend: host work
-overlapping the device's, interpreter exit with device work and threads alive, and fork
-(a forked child that touches the backend is an error naming it, never a hang). Each file
-sets up a backend for its whole process, so each runs in its own process.
+overlapping the device's, interpreter exit with device work and threads alive, fork
+(a forked child that touches the backend is an error naming it, never a hang), and the c10d
+backend of Python devices (the collectives of one process; two ranks whose DDP training
+matches CPU DDP over gloo). Each file sets up a backend for its whole process, so each runs
+in its own process.
 """,
         tests(*TEST_GROUPS[3]),
         _test_plan(TEST_GROUPS[3]),

@@ -102,6 +102,7 @@ TESTS = [
     "overlap",
     "exit",
     "fork",
+    "c10d",
 ]
 TEST_PREFIX = "test_privateuseone_python_backend_"
 
@@ -147,8 +148,8 @@ STANDALONE_FILES = {
     "test/test_layering.py": "the layering of the standalone package's modules",
     "test/test_payload_functions.py": "checks against careless payload functions, standalone "
     "hardening tests",
-    "test/test_distributed.py": "spawns multi-process gloo groups per test (minutes); the c10d "
-    "backend's in-tree tests belong with test/distributed",
+    "test/test_distributed.py": "spawns multi-process gloo groups per test (minutes); the "
+    "series carries test_c10d.py, its short form",
     "test/test_memory_stats.py": "uses the package's torch_acc.wrap, which has no in-tree home, "
     "and the accelerator memory API the base lacks",
     "test/test_multiprocessing.py": "uses the package's torch_acc.wrap, which has no in-tree home",
