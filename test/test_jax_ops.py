@@ -107,6 +107,31 @@ class TestJaxOps(TestCase):
         torch.add(a, a, out=out)
         self.assertEqual(out.cpu(), a.cpu() * 2)
 
+    def test_median_corners(self):
+        """NaNs (``median`` takes the first, ``nanmedian`` skips them), empty inputs and an
+        empty reduced dimension as on the CPU; an empty integer tensor, whose median CPU
+        answers with an undefined value, is an error."""
+        nan = float("nan")
+        cases = [
+            lambda d: torch.tensor([[1.0, nan, 3.0], [2.0, 2.0, 2.0]], device=d).median(1),
+            lambda d: torch.tensor([[nan] * 3, [2.0, nan, 1.0]], device=d).nanmedian(1),
+            lambda d: torch.tensor([3.0, nan, 1.0], device=d).nanmedian(),
+            lambda d: torch.empty(0, device=d).median(),
+            lambda d: torch.empty(0, 3, device=d).median(1),
+            lambda d: torch.tensor(5.0, device=d).median(0),
+        ]
+        for i, f in enumerate(cases):
+            with self.subTest(case=i):
+                self.assertEqual(_cpu(f("jax")), f("cpu"), equal_nan=True)
+        for f in (lambda d: torch.empty(2, 0, device=d).median(1),
+                  lambda d: torch.empty(0, 0, device=d).nanmedian(1)):
+            with self.assertRaisesRegex(IndexError, "Expected reduction dim 1 to have non-zero"):
+                f("cpu")
+            with self.assertRaisesRegex(IndexError, "Expected reduction dim 1 to have non-zero"):
+                f("jax")
+        with self.assertRaisesRegex(RuntimeError, "empty integer tensor has no value"):
+            torch.empty(0, dtype=torch.int64, device="jax").median()
+
     def test_fill_and_the_like_factories(self):
         """``fill_``/``zero_`` (new payloads the bridge binds) reach the base of a view, and
         ``ones_like``/``full_like`` (which fill a fresh tensor) keep CPU's layout, dtype and

@@ -109,8 +109,8 @@ def _groups_freed_without_gil(destroy: Callable) -> Callable:
 
     @functools.wraps(destroy)
     def destroy_process_group(group=None):
-        # No Python reference to a group may outlive ``destroy`` here: the last one would
-        # destroy it with the GIL held.
+        # Only C++ references here: a Python one that outlived ``destroy`` as the last would
+        # destroy its group with the GIL held. (A group passed in is still the caller's.)
         pg_map = dist.distributed_c10d._world.pg_map
         if group is None or group == dist.GroupMember.WORLD:
             references = [_C.process_group_reference(pg) for pg in pg_map]

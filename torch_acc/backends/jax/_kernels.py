@@ -879,7 +879,13 @@ def _median(x, *, ignore_nan):
     are NaN; NaN for no elements), as the CPU's ``median()``/``nanmedian()``."""
     flat = jnp.sort(jnp.ravel(x))  # NaNs last
     if flat.size == 0:
-        return jnp.asarray(jnp.nan, x.dtype) if jnp.issubdtype(x.dtype, jnp.inexact) else flat
+        if not jnp.issubdtype(x.dtype, jnp.inexact):
+            # CPU answers NaN converted to the integer dtype: no value.
+            raise RuntimeError(
+                "median() of an empty integer tensor has no value (jax backend); CPU gives "
+                "an undefined one"
+            )
+        return jnp.asarray(jnp.nan, x.dtype)
     if not jnp.issubdtype(x.dtype, jnp.inexact):
         return flat[(flat.size - 1) // 2]
     count = jnp.sum(~jnp.isnan(flat)) if ignore_nan else flat.size
@@ -895,6 +901,8 @@ def _median_dim(x, dim=-1, keepdim=False, *, ignore_nan):
     if x.ndim == 0:
         return x, jnp.zeros((), jnp.int64)
     dim = dim % x.ndim
+    if x.shape[dim] == 0:  # CPU's message, for nanmedian too
+        raise IndexError(f"median(): Expected reduction dim {dim} to have non-zero size.")
     order = jnp.argsort(x, axis=dim, stable=True)  # NaNs last
     ranked = jnp.take_along_axis(x, order, axis=dim)
     n = x.shape[dim]
