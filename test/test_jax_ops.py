@@ -36,7 +36,7 @@ ENTRIES = """
     softmax log_softmax nn.functional.cross_entropy nn.functional.layer_norm
     nn.functional.conv2d nn.functional.conv_transpose2d nn.functional.max_pool2d
     nn.functional.avg_pool2d nn.functional.embedding
-    addbmm median nanmedian masked_select masked_scatter cdist complex equal
+    addbmm median nanmedian masked_select masked_scatter cdist complex equal diagonal_scatter
     nn.functional.avg_pool3d nn.functional.adaptive_avg_pool3d
 """.split()
 
@@ -131,6 +131,11 @@ class TestJaxOps(TestCase):
                 f("jax")
         with self.assertRaisesRegex(RuntimeError, "empty integer tensor has no value"):
             torch.empty(0, dtype=torch.int64, device="jax").median()
+
+    def test_diagonal_scatter_of_a_wrong_size_is_cpus_error(self):
+        for d in ("cpu", "jax"):
+            with self.assertRaisesRegex(RuntimeError, "expected src to have a size equal"):
+                torch.diagonal_scatter(torch.zeros(3, 3, device=d), torch.ones(1, device=d))
 
     def test_fill_and_the_like_factories(self):
         """``fill_``/``zero_`` (new payloads the bridge binds) reach the base of a view, and

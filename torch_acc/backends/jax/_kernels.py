@@ -970,6 +970,22 @@ def _cdist_backward(grad, x1, x2, p, dist):
     return jnp.sum(each, axis=-2)
 
 
+def _diagonal_scatter(x, src, offset=0, dim1=0, dim2=1):
+    """``x`` with its diagonal (as ``x.diagonal(offset, dim1, dim2)``) replaced by ``src``."""
+    d1, d2 = dim1 % x.ndim, dim2 % x.ndim
+    moved = jnp.moveaxis(x, (d1, d2), (-2, -1))
+    rows, cols = moved.shape[-2:]
+    n = max(0, min(rows + min(offset, 0), cols - max(offset, 0)))
+    if tuple(src.shape) != (*moved.shape[:-2], n):
+        raise RuntimeError(
+            f"expected src to have a size equal to the slice of self. src size = "
+            f"{list(src.shape)}, slice size = {[*moved.shape[:-2], n]}"
+        )
+    i = jnp.arange(n)
+    moved = moved.at[..., i + max(-offset, 0), i + max(offset, 0)].set(src.astype(x.dtype))
+    return jnp.moveaxis(moved, (-2, -1), (d1, d2))
+
+
 def _equal(a, b):
     """``torch.equal``: the same shape and equal values (after type promotion; NaN is not
     equal to itself)."""
@@ -1293,6 +1309,7 @@ LOWERINGS = {
     "masked_scatter.default": _masked_scatter,
     "_cdist_forward.default": _cdist,
     "_cdist_backward.default": _cdist_backward,
+    "diagonal_scatter.default": _diagonal_scatter,
     "complex.default": lambda real, imag: lax.complex(*jnp.broadcast_arrays(real, imag)),
     "median.dim": lambda x, dim, keepdim=False: _median_dim(x, dim, keepdim, ignore_nan=False),
     "nanmedian.dim": lambda x, dim, keepdim=False: _median_dim(x, dim, keepdim, ignore_nan=True),
