@@ -835,6 +835,14 @@ class TestDistributed(TestCase):
                     self.assertEqual(proc.returncode, 0, proc.stderr)
                     self.assertEqual(proc.stdout.strip(), "destroyed")
 
+    def test_process_group_reference_refuses_what_is_not_a_group(self):
+        from torch_acc import _C
+
+        with self.assertRaisesRegex(RuntimeError, "expected process_group_reference\\(\\) to get"):
+            _C.process_group_reference(None)
+        with self.assertRaisesRegex(RuntimeError, "Unable to cast"):
+            _C.process_group_reference(torch.ones(1))
+
     def test_backend_registered_for_the_device(self):
         from torch_acc.backends import numpy as npy_backend
 

@@ -132,6 +132,12 @@ class TestJaxOps(TestCase):
         with self.assertRaisesRegex(RuntimeError, "empty integer tensor has no value"):
             torch.empty(0, dtype=torch.int64, device="jax").median()
 
+    def test_masked_scatter_with_too_few_source_elements_is_cpus_error(self):
+        for d in ("cpu", "jax"):
+            with self.assertRaisesRegex(RuntimeError, "Number of elements of source < number"):
+                torch.zeros(3, device=d).masked_scatter(
+                    torch.ones(3, dtype=torch.bool, device=d), torch.ones(2, device=d))
+
     def test_diagonal_scatter_of_a_wrong_size_is_cpus_error(self):
         for d in ("cpu", "jax"):
             with self.assertRaisesRegex(RuntimeError, "expected src to have a size equal"):
