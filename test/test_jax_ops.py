@@ -173,9 +173,12 @@ def _mlp():
     return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
 
 
-def _train(model, device, steps, compile_step=False):
+def _train(model, device, steps, compile_step=False, optimizer=None):
     model = model.to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    if optimizer is None:
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    else:
+        opt = optimizer(model.parameters())
     gen = torch.Generator().manual_seed(1)
     batches = [
         (torch.randn(32, 8, generator=gen), torch.randint(0, 3, (32,), generator=gen))
@@ -241,13 +244,39 @@ class TestJaxTraining(TestCase):
         self.assertIn("jax loss", out.getvalue())
         self.assertIn("losses match cpu at every step", out.getvalue())
 
+    def test_compiled_optimizers_are_lowered_and_match_cpu(self):
+        """The foreach graphs of the optimizers (``_foreach_add``, ``_foreach_addcmul``,
+        ``_foreach_pow(scalar, ...)``, ``full_like``...) are lowered, not run op by op."""
+        optimizers = {
+            "SGD": lambda p: torch.optim.SGD(p, lr=0.1),
+            "Adam": lambda p: torch.optim.Adam(p, lr=0.01),
+            "AdamW": lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1),
+            "RMSprop": lambda p: torch.optim.RMSprop(p, lr=0.01),
+        }
+        for name, make in optimizers.items():
+            with self.subTest(optimizer=name):
+                torch._dynamo.reset()
+                model = _mlp()
+                cpu_losses, cpu_params = _train(copy.deepcopy(model), "cpu", 3, optimizer=make)
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    jax_losses, jax_params = _train(
+                        model, "jax", 3, compile_step=True, optimizer=make
+                    )
+                fallbacks = [str(w.message) for w in caught if "op by op" in str(w.message)]
+                self.assertEqual(fallbacks, [])
+                self.assertEqual(jax_losses, cpu_losses, atol=1e-5, rtol=1e-4)
+                self.assertEqual(jax_params, cpu_params, atol=1e-5, rtol=1e-4)
+        torch._dynamo.reset()
+
     def test_graph_with_an_op_without_lowering_runs_op_by_op(self):
         def f(x):
             return torch.nn.functional.dropout(x, 0.5, training=True).sum()
 
         torch._dynamo.reset()
         x = torch.ones(100, device="jax")
-        y = torch.compile(f, backend="per_device")(x)
+        with self.assertWarnsRegex(UserWarning, "runs op by op"):
+            y = torch.compile(f, backend="per_device")(x)
         self.assertEqual(y.device.type, "jax")
         self.assertIn(y.item() % 2, (0.0,))
 

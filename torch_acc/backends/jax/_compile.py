@@ -15,7 +15,7 @@ import torch
 import torch_acc
 
 from ._kernels import cast_results, LOWERINGS
-from ._payload import JaxPayload
+from ._payload import DEVICE, JaxPayload
 
 _aten = torch.ops.aten
 _VIEWS = {
@@ -42,6 +42,19 @@ _VIEWS = {
 }
 
 
+
+def _full_like(x, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None,
+               memory_format=None):
+    """``full_like`` in a graph (eagerly, ``device=`` may name another device: no kernel)."""
+    if device is not None and torch.device(device).type != DEVICE:
+        raise _Unsupported(f"full_like on {device}")
+    return jax.numpy.full(x.shape, fill_value, dtype=x.dtype)
+
+
+#: Lowerings for graphs only.
+_GRAPH_ONLY = {_aten.full_like.default: _full_like}
+
+
 class _Unsupported(Exception):
     pass
 
@@ -49,10 +62,41 @@ class _Unsupported(Exception):
 def _lowering(op):
     if op in _VIEWS:
         return _VIEWS[op], False
-    fn = LOWERINGS.get(f"{op._schema.name.split('::')[-1]}.{op._overloadname}")
-    if fn is None or op._schema.name.split("::")[-1].endswith("_"):
+    if op in _GRAPH_ONLY:
+        return _GRAPH_ONLY[op], True
+    name = op._schema.name.split("::")[-1]
+    if name.endswith("_"):
+        raise _Unsupported(str(op))
+    if name.startswith("_foreach_"):
+        return _foreach(op, name.removeprefix("_foreach_")), True
+    fn = LOWERINGS.get(f"{name}.{op._overloadname}")
+    if fn is None:
         raise _Unsupported(str(op))
     return fn, True
+
+
+def _foreach(op, name: str):
+    """``_foreach_<name>`` (what the optimizers' foreach paths give a graph): the lowering of
+    ``<name>`` on the i-th element of each list argument (tensors and scalars alike)."""
+    if op._overloadname == "ScalarAndTensor":  # _foreach_pow(scalar, exponents)
+        fn = LOWERINGS.get(f"{name}.Scalar")
+        if fn is None:
+            raise _Unsupported(str(op))
+        return lambda scalar, tensors: [fn(scalar, t) for t in tensors]
+    fn = LOWERINGS.get(f"{name}.Tensor") or LOWERINGS.get(f"{name}.default")
+    if fn is None:
+        raise _Unsupported(str(op))
+
+    def run(tensors, *args, **kwargs):
+        def element(value, i):
+            return value[i] if isinstance(value, list | tuple) else value
+
+        return [
+            fn(t, *(element(a, i) for a in args), **{k: element(v, i) for k, v in kwargs.items()})
+            for i, t in enumerate(tensors)
+        ]
+
+    return run
 
 
 def _lower(gm: torch.fx.GraphModule):
@@ -107,7 +151,12 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs):
     """The ``per_device`` compiler of ``jax``: ``gm`` as one ``jax.jit`` function."""
     try:
         jitted = jax.jit(_lower(gm))
-    except _Unsupported:
+    except _Unsupported as e:
+        warnings.warn(
+            f"jax: a graph of torch.compile(backend='per_device') has an operator without a "
+            f"lowering ({e}); it runs op by op",
+            stacklevel=2,
+        )
         return gm.forward
     device = None
     traced = False

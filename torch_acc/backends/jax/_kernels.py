@@ -1310,6 +1310,9 @@ LOWERINGS = {
     "_cdist_forward.default": _cdist,
     "_cdist_backward.default": _cdist_backward,
     "diagonal_scatter.default": _diagonal_scatter,
+    # In CPU's order of operations: (value * t1) * t2 and value * (t1 / t2).
+    "addcmul.default": lambda x, t1, t2, value=1: x + value * t1 * t2,
+    "addcdiv.default": lambda x, t1, t2, value=1: x + value * (t1 / t2),
     "complex.default": lambda real, imag: lax.complex(*jnp.broadcast_arrays(real, imag)),
     "median.dim": lambda x, dim, keepdim=False: _median_dim(x, dim, keepdim, ignore_nan=False),
     "nanmedian.dim": lambda x, dim, keepdim=False: _median_dim(x, dim, keepdim, ignore_nan=True),
