@@ -986,6 +986,12 @@ def _diagonal_scatter(x, src, offset=0, dim1=0, dim2=1):
     return jnp.moveaxis(moved, (-2, -1), (d1, d2))
 
 
+def _lerp(x, end, weight):
+    """CPU's formula: from the nearer end, so that weights 0 and 1 give ``x`` and ``end``."""
+    diff = end - x
+    return jnp.where(jnp.abs(weight) < 0.5, x + weight * diff, end - diff * (1 - weight))
+
+
 def _equal(a, b):
     """``torch.equal``: the same shape and equal values (after type promotion; NaN is not
     equal to itself)."""
@@ -1310,6 +1316,8 @@ LOWERINGS = {
     "_cdist_forward.default": _cdist,
     "_cdist_backward.default": _cdist_backward,
     "diagonal_scatter.default": _diagonal_scatter,
+    "lerp.Scalar": _lerp,
+    "lerp.Tensor": _lerp,
     # In CPU's order of operations: (value * t1) * t2 and value * (t1 / t2).
     "addcmul.default": lambda x, t1, t2, value=1: x + value * t1 * t2,
     "addcdiv.default": lambda x, t1, t2, value=1: x + value * (t1 / t2),
