@@ -269,6 +269,34 @@ class TestJaxTraining(TestCase):
                 self.assertEqual(jax_params, cpu_params, atol=1e-5, rtol=1e-4)
         torch._dynamo.reset()
 
+    def test_foreach_lists_and_scalars_as_cpu(self):
+        """A foreach operator's list arguments go element by element, a single tensor or
+        scalar to every element. ``addcmul``'s tensor of scalars (one per element) is not
+        lowered: it would be taken for one operand of every element."""
+
+        def f(xs, ys, zs, w):
+            a = torch._foreach_add(xs, ys, alpha=0.5)
+            b = torch._foreach_mul(xs, w)  # one 0-d tensor for every element
+            c = torch._foreach_addcmul(xs, ys, zs, [2.0, -1.0])
+            d = torch._foreach_pow(2.0, ys)
+            return a + b + c + d  # the lists, one after another
+
+        gen = torch.Generator().manual_seed(0)
+        xs, ys, zs = ([torch.randn(2, 2, generator=gen) for _ in range(2)] for _ in range(3))
+        w = torch.tensor(3.0)
+        expected = f(xs, ys, zs, w)
+        torch._dynamo.reset()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = torch.compile(f, backend="per_device")(
+                _to(xs, "jax"), _to(ys, "jax"), _to(zs, "jax"), w.to("jax")
+            )
+        torch._dynamo.reset()
+        self.assertEqual([str(c.message) for c in caught if "op by op" in str(c.message)], [])
+        self.assertEqual(_cpu(got), expected)
+        with self.assertRaises(_compile._Unsupported):
+            _compile._lowering(torch.ops.aten._foreach_addcmul.Tensor)
+
     def test_graph_with_an_op_without_lowering_runs_op_by_op(self):
         def f(x):
             return torch.nn.functional.dropout(x, 0.5, training=True).sum()

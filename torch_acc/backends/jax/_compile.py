@@ -83,6 +83,9 @@ def _foreach(op, name: str):
         if fn is None:
             raise _Unsupported(str(op))
         return lambda scalar, tensors: [fn(scalar, t) for t in tensors]
+    if op._overloadname == "Tensor" and name in ("addcmul", "addcdiv"):
+        # Their scalars tensor holds one value per element, not one operand for all.
+        raise _Unsupported(str(op))
     fn = LOWERINGS.get(f"{name}.Tensor") or LOWERINGS.get(f"{name}.default")
     if fn is None:
         raise _Unsupported(str(op))
