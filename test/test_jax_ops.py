@@ -297,6 +297,23 @@ class TestJaxTraining(TestCase):
         with self.assertRaises(_compile._Unsupported):
             _compile._lowering(torch.ops.aten._foreach_addcmul.Tensor)
 
+    def test_full_like_onto_another_device_in_a_graph_runs_op_by_op(self):
+        """``full_like(x, device="cpu")`` of a jax tensor in a graph is a CPU tensor: the
+        lowering refuses it, and the graph runs op by op (with the warning) as eagerly."""
+
+        def f(x):
+            return torch.full_like(x, 2.0, device="cpu") + 1, torch.full_like(x, 3.0) * x
+
+        torch._dynamo.reset()
+        x = torch.arange(4.0)
+        with self.assertWarnsRegex(UserWarning, "full_like on cpu.*runs op by op"):
+            on_cpu, on_jax = torch.compile(f, backend="per_device")(x.to("jax"))
+        torch._dynamo.reset()
+        self.assertEqual(on_cpu.device.type, "cpu")
+        self.assertEqual(on_jax.device.type, "jax")
+        self.assertEqual(on_cpu, torch.full((4,), 3.0))
+        self.assertEqual(on_jax.cpu(), x * 3)
+
     def test_graph_with_an_op_without_lowering_runs_op_by_op(self):
         def f(x):
             return torch.nn.functional.dropout(x, 0.5, training=True).sum()
