@@ -54,7 +54,7 @@ build() {
 
 ensure_compile_deps() {
   # For the series' compile check: torch/csrc/Module.cpp includes <fmt/core.h>, which the
-  # torch wheel does not ship, and the series' c10 test includes <gtest/gtest.h>.
+  # torch wheel does not ship; the series' c10 build uses fmt, and its c10 tests googletest.
   if ! dpkg -s libfmt-dev libgtest-dev >/dev/null 2>&1; then
     log "installing libfmt-dev and libgtest-dev (for the series' compile check)"
     apt-get update -qq && apt-get install -y -qq libfmt-dev libgtest-dev >/dev/null

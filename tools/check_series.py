@@ -9,8 +9,8 @@ r"""Check the patch series end to end; fails loudly, naming what broke.
    modules the series changed are defined there). The first patch that breaks is named. The
    test patches come last and change only ``test/``, so that step 4's run of the complete
    series is every prefix's test run.
-3. c10: the googletest files the series adds are built against the patched c10 headers and
-   the wheel's libc10, and run.
+3. c10: c10 is built from the patched tree, and the googletest files the series adds are
+   built against it and run.
 4. Overlay run: in a torch 2.6.0 environment where the standalone package is not
    importable, the series' Python files replace the installed ones, the patched
    ``torch/csrc/acc`` is built as an extension whose ``initModule`` is handed ``torch._C``
@@ -25,6 +25,7 @@ Usage::
 import argparse
 import ast
 import filecmp
+import hashlib
 import json
 import os
 import shutil
@@ -347,92 +348,102 @@ def compile_cxx(tree: Path, flags: list[str], paths: list[str]) -> list[str]:
     return failed
 
 
-GTEST_SRC = Path("/usr/src/googletest/googletest")
+#: c10's source folders, as c10/CMakeLists.txt globs them.
+C10_SOURCE_DIRS = ("", "core", "core/impl", "mobile", "macros", "util")
+#: c10 sources the test build leaves out, with why: the series must not change them.
+C10_LEFT_OUT = {"c10/core/thread_pool.cpp": "it includes cpuinfo's headers, not installed here"}
+#: How c10 and the tests are compiled: fmt (Debian's libfmt-dev) as headers only, as the
+#: torch build uses its bundled fmt.
+C10_FLAGS = ["-std=c++17", "-O1", "-DFMT_HEADER_ONLY", "-pthread"]
 
 
-def wheel_lib() -> Path:
-    """``torch/lib`` of the torch 2.6.0 wheel (``libc10.so``), extracted once."""
-    wheel_include()
-    dest = CACHE / f"torch-{TORCH}-lib"
-    if not (dest / "torch" / "lib" / "libc10.so").is_file():
-        wheel = next((CACHE / "wheels").glob(f"torch-{TORCH}-*.whl"))
-        partial = dest.with_suffix(".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        with zipfile.ZipFile(wheel) as z:
-            z.extract("torch/lib/libc10.so", partial)
-        partial.rename(dest)
-    return dest / "torch" / "lib"
+def build_c10(tree: Path, changed: list[str]) -> Path:
+    """``libc10.so`` built from the patched tree's c10, as c10/CMakeLists.txt builds it
+    (its sources, ``C10_BUILD_MAIN_LIB``, hidden visibility), with the torch 2.6.0 wheel's
+    ``cmake_macros.h``. The series changes c10's sources and the sizes of arrays inside it
+    (``COMPILE_TIME_MAX_DEVICE_TYPES``), so the tests cannot link the wheel's libc10.
 
-
-def gtest_lib() -> Path:
-    """googletest (Debian's libgtest-dev sources) built once with the wheel's C++ ABI: the
-    torch 2.6.0 wheel's libc10 is built with the pre-C++11 std::string."""
-    dest = CACHE / "gtest-abi0"
-    lib = dest / "libgtest_main_abi0.a"
-    if lib.is_file():
-        return lib
-    if not (GTEST_SRC / "src" / "gtest-all.cc").is_file():
-        raise CheckFailed(f"no googletest sources in {GTEST_SRC}: install libgtest-dev")
-    dest.mkdir(parents=True, exist_ok=True)
-    objects = []
-    for src in ("gtest-all.cc", "gtest_main.cc"):
-        obj = dest / src.replace(".cc", ".o")
-        _run(
-            [
-                "g++",
-                "-std=c++17",
-                "-O1",
-                "-D_GLIBCXX_USE_CXX11_ABI=0",
-                f"-I{GTEST_SRC}",
-                f"-I{GTEST_SRC / 'include'}",
-                "-c",
-                str(GTEST_SRC / "src" / src),
-                "-o",
-                str(obj),
-            ],
-            f"building googletest's {src}",
+    Cached by the digest of c10's files; returns the folder of the library and the
+    generated header."""
+    touched = sorted(set(C10_LEFT_OUT) & set(changed))
+    if touched:
+        raise CheckFailed(
+            f"the series changes {touched}, which this check cannot build: "
+            + "; ".join(C10_LEFT_OUT[p] for p in touched)
         )
-        objects.append(str(obj))
-    _run(["ar", "rcs", str(lib), *objects], "archiving googletest")
-    return lib
+    sources = sorted(
+        p
+        for folder in C10_SOURCE_DIRS
+        for p in (tree / "c10" / folder).glob("*.cpp")
+        if p.relative_to(tree).as_posix() not in C10_LEFT_OUT
+    )
+    digest = hashlib.sha256(" ".join(C10_FLAGS).encode())
+    for path in sorted((tree / "c10").rglob("*")):
+        if path.suffix in (".h", ".cpp", ".in") and "test" not in path.relative_to(tree).parts:
+            digest.update(path.relative_to(tree).as_posix().encode())
+            digest.update(path.read_bytes())
+    dest = CACHE / f"c10-build-{digest.hexdigest()[:16]}"
+    if (dest / "libc10.so").is_file():
+        return dest
+    for old in CACHE.glob("c10-build-*"):
+        shutil.rmtree(old)
+    partial = dest.with_suffix(".partial")
+    macros = partial / "include" / "c10" / "macros"
+    macros.mkdir(parents=True)
+    shutil.copyfile(wheel_include() / "c10/macros/cmake_macros.h", macros / "cmake_macros.h")
+
+    def compile_one(index_source: tuple[int, Path]) -> subprocess.CompletedProcess:
+        index, source = index_source
+        cmd = [
+            "g++", *C10_FLAGS, "-fPIC", "-fvisibility=hidden", "-DC10_BUILD_MAIN_LIB",
+            f"-I{partial / 'include'}", f"-I{tree}",
+            "-c", str(source), "-o", str(partial / f"{index}.o"),
+        ]  # fmt: skip
+        return subprocess.run(cmd, capture_output=True, text=True, check=False)
+
+    _log(f"building c10 from the patched tree ({len(sources)} sources)")
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        procs = list(pool.map(compile_one, enumerate(sources)))
+    failed = [
+        f"{source.relative_to(tree)}:\n{proc.stderr[-3000:]}"
+        for source, proc in zip(sources, procs, strict=True)
+        if proc.returncode != 0
+    ]
+    if failed:
+        raise CheckFailed("c10 of the patched tree does not compile:\n" + "\n".join(failed))
+    objects = [str(partial / f"{i}.o") for i in range(len(sources))]
+    _run(
+        ["g++", "-shared", "-pthread", "-o", str(partial / "libc10.so"), *objects],
+        "linking c10",
+    )
+    for obj in objects:
+        os.unlink(obj)
+    partial.rename(dest)
+    return dest
 
 
 def check_c10_tests(tree: Path, tmp: Path) -> None:
-    """Build and run the googletest files the series adds under ``c10/test``.
-
-    What the series changes in c10 is header code (``NoOpDeviceGuardImpl`` in
-    ``c10/core/impl/DeviceGuardImplInterface.h``): each test compiles it from the patched tree,
-    and links the rest of c10, which the series leaves as it is, from the wheel's libc10.
-    A series that changes a c10 ``.cpp`` needs a CMake build of c10 instead: an error here.
-    """
+    """Build c10 from the patched tree, and against it the googletest files the series adds
+    under ``c10/test``; run them."""
     base_head = _git_lines(ensure_base(CACHE), "rev-parse", "HEAD")[0]
     changed = _git_lines(tree, "diff", "--name-only", base_head, "HEAD")
-    sources = [p for p in changed if p.startswith("c10/") and p.endswith(".cpp")]
-    tests = [p for p in sources if p.startswith("c10/test/")]
-    if set(sources) - set(tests):
-        raise CheckFailed(
-            f"the series changes c10 sources {sorted(set(sources) - set(tests))}: this check "
-            "links the wheel's libc10 and cannot test them; build c10 with CMake"
-        )
-    lib, gtest = wheel_lib(), gtest_lib()
-    include = wheel_include()
+    tests = [p for p in changed if p.startswith("c10/test/") and p.endswith(".cpp")]
+    c10 = build_c10(tree, changed)
     for test in tests:
         binary = tmp / Path(test).stem
         _run(
             [
                 "g++",
-                "-std=c++17",
-                "-O1",
-                "-D_GLIBCXX_USE_CXX11_ABI=0",
+                *C10_FLAGS,
+                f"-I{c10 / 'include'}",
                 f"-I{tree}",
-                f"-I{include}",
-                f"-I{GTEST_SRC / 'include'}",
                 str(tree / test),
-                str(gtest),
-                f"-L{lib}",
+                # Debian's libgtest-dev.
+                "-lgtest_main",
+                "-lgtest",
+                f"-L{c10}",
                 "-lc10",
-                f"-Wl,-rpath,{lib}",
-                "-pthread",
+                f"-Wl,-rpath,{c10}",
                 "-o",
                 str(binary),
             ],

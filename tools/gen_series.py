@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import series_rules  # noqa: E402
+import series_slots  # noqa: E402
 from pytorch_source import ensure_base  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -254,10 +255,30 @@ def apply_accelerator_api(tree: Path) -> None:
     )
 
 
+def carry_cpp_test(tree: Path, src: str) -> None:
+    """Rule 8: a googletest file of ``test/cpp`` at its place in the tree."""
+    write(tree, series_rules.CPP_TESTS[src], (ROOT / src).read_text())
+
+
 def apply_noop_guard(tree: Path) -> None:
     edit(tree, "c10/core/impl/DeviceGuardImplInterface.h", _NOOP_STREAMS_OLD, _NOOP_STREAMS_NEW)
-    for src, dst in series_rules.CPP_TESTS.items():
-        write(tree, dst, (ROOT / src).read_text())
+    carry_cpp_test(tree, "test/cpp/NoOpDeviceGuardImpl_test.cpp")
+
+
+def apply_c10_slots(tree: Path) -> None:
+    for path, old, new in series_slots.C10_EDITS:
+        edit(tree, path, old, new)
+    carry_cpp_test(tree, series_slots.CPP_TEST)
+
+
+def check_cpp_tests_carried() -> None:
+    """Rule 8: every googletest file of ``test/cpp`` has its place in the tree."""
+    files = {p.relative_to(ROOT).as_posix() for p in (ROOT / "test/cpp").glob("*.cpp")}
+    if files != set(series_rules.CPP_TESTS):
+        raise RuntimeError(
+            f"test/cpp files {sorted(files)} and series_rules.CPP_TESTS "
+            f"{sorted(series_rules.CPP_TESTS)} differ"
+        )
 
 
 _BUILD_LIST = "libtorch_python_core_sources = [\n"
@@ -664,8 +685,44 @@ use it.
 """,
         apply_noop_guard,
         "    ./build/bin/c10_NoOpDeviceGuardImpl_test\n\n"
-        "(tools/check_series.py builds it from the patched c10 headers and the v2.6.0 wheel's\n"
-        "libc10, and runs it.)",
+        "(tools/check_series.py builds c10 from the patched tree, and this test\n"
+        "against it, and runs it.)",
+    ),
+    Patch(
+        "[c10] Add PrivateUse2 and PrivateUse3 device types",
+        """
+PyTorch reserves three dispatch keys and backend components for backends defined outside the
+tree (PrivateUse1, PrivateUse2, PrivateUse3), but only PrivateUse1 has a device type, so one
+such backend can be live in a process. The feature request to register several out-of-tree
+backends at once asks, if devices must stay fixed at compile time, for more private-use
+slots. This gives the other two reserved keys their device types:
+
+- DeviceType::PrivateUse2 and PrivateUse3 (21 and 22; COMPILE_TIME_MAX_DEVICE_TYPES is 23),
+  valid device types with default names "privateusetwo" and "privateusethree", which parse
+  and print like "privateuseone".
+- A name per slot, renamed once at run time: register_privateuse_backend(type, name),
+  get_privateuse_backend(type), is_privateuse_backend_registered(type),
+  privateuse_backend_of_name(name) and is_privateuse_backend_name(name), with
+  is_privateuse_device_type() and privateuse_device_type(slot). A slot refuses an in-tree
+  name, as before, and the name another slot has. register_privateuse1_backend() and the
+  other PrivateUse1 functions are the slot-1 case and behave as before.
+  C10_PRIVATEUSE_BACKEND_SLOTS lets code built against several releases ask for the slots.
+- C10_FORALL_BACKEND_DEVICE_TYPES lists the two, so toBackendComponent(DeviceType),
+  computeDispatchKey() (dense, sparse, sparse compressed, quantized) and
+  dispatchKeyToDeviceType() map them to their existing keys; Backend::PrivateUse2 and
+  PrivateUse3 map to and from their dense and autograd keys. toBackendComponent(DeviceType)
+  is exported (C10_API), as the other mappings are.
+- The storage-creation allowlist admits all three.
+
+Arrays indexed by device type (device guards, allocators, CopyBytes, storage creation) are
+sized by COMPILE_TIME_MAX_DEVICE_TYPES and grow by two entries; the static_assert on that
+number moves from 21 to 23.
+""",
+        apply_c10_slots,
+        "    ./build/bin/c10_PrivateUseSlots_test\n\n"
+        "(tools/check_series.py builds c10 from the patched tree, and this test against it, and\n"
+        "runs it: parsing, printing and renaming of each slot, the mappings of each, a device\n"
+        "guard and an allocator registered per slot.)",
     ),
     Patch(
         "[acc] Add torch/csrc/acc's Python method tables and exit handling",
@@ -1176,6 +1233,7 @@ def generate(out: Path, tree: Path | None = None) -> Path:
     check_python_files_carried()
     check_tests_carried()
     check_source_changes_carried()
+    check_cpp_tests_carried()
     check_every_file_decided()
     base = ensure_base(ROOT / ".cache")
     work = Path(tempfile.mkdtemp(prefix="acc-series-")) if tree is None else tree

@@ -110,6 +110,7 @@ TEST_PREFIX = "test_privateuseone_python_backend_"
 #: CMake globs them (``c10/test/CMakeLists.txt`` builds every ``*_test.cpp``).
 CPP_TESTS = {
     "test/cpp/NoOpDeviceGuardImpl_test.cpp": "c10/test/core/impl/NoOpDeviceGuardImpl_test.cpp",
+    "test/cpp/PrivateUseSlots_test.cpp": "c10/test/core/PrivateUseSlots_test.cpp",
 }
 
 #: Rule 11 (standalone only): the files of the package and its tests that the series does not
