@@ -271,6 +271,11 @@ def apply_c10_slots(tree: Path) -> None:
     carry_cpp_test(tree, series_slots.CPP_TEST)
 
 
+def apply_aten_slots(tree: Path) -> None:
+    for path, old, new in series_slots.ATEN_EDITS:
+        edit(tree, path, old, new)
+
+
 def check_cpp_tests_carried() -> None:
     """Rule 8: every googletest file of ``test/cpp`` has its place in the tree."""
     files = {p.relative_to(ROOT).as_posix() for p in (ROOT / "test/cpp").glob("*.cpp")}
@@ -913,6 +918,37 @@ autograd engine's stream stash.
         "Compile-checked here (-fsyntax-only against the v2.6.0 wheel's generated headers);\n"
         f"python test/{series_rules.TEST_PREFIX}current_accelerator.py (later in this series)\n"
         "checks that the registry hands the choice to the binding.",
+    ),
+    Patch(
+        "[ATen] Give PrivateUse2 and PrivateUse3 hooks, the accelerator choice and Python names",
+        """
+With PrivateUse2 and PrivateUse3 device types (the [c10] patch earlier in this series), what
+ATen and torch/csrc keep for PrivateUse1 alone is kept per slot:
+
+- Hooks: at::RegisterPrivateUseHooksInterface(device_type, hooks),
+  at::isPrivateUseHooksRegistered(device_type) and at::detail::getPrivateUseHooks(device_type),
+  once per slot; the PrivateUse1 functions are its PrivateUse1 case and behave as before. The
+  interface is PrivateUse1HooksInterface for every slot.
+  Context::getAcceleratorHooksInterface(type) returns a slot's hooks, so each slot's default
+  generators (Context::defaultGenerator) and lazy initialization are its own; a storage of a
+  slot is resized by that slot's hooks.
+- The accelerator: isAccelerator() admits the three; getAccelerator() without an explicit
+  choice returns the lowest registered slot (PrivateUse1 first, as before), and
+  setCurrentAccelerator() can choose any of them.
+- Python: torch._C._rename_privateuse_backend(slot, name),
+  torch._C._get_privateuse_backend_name(slot) and torch._C._privateuse_backend_slots() (3),
+  with slot an int from 1 to 3; a bad slot or name is a TypeError or RuntimeError that names
+  the function.
+
+Device guards, allocators and the autograd engine's device threads need no change: they are
+registered or counted per device type over COMPILE_TIME_MAX_DEVICE_TYPES. Left for PrivateUse1
+only: the pinned-memory allocator chosen without a device (EmptyTensor.cpp) and the
+AutocastPrivateUse1 key, which has no PrivateUse2/3 counterpart.
+""",
+        apply_aten_slots,
+        "Compile-checked here (-fsyntax-only against the v2.6.0 wheel's generated headers). The\n"
+        "overlay run cannot exercise it (its torch._C is the wheel's); a full PyTorch build runs\n"
+        "the three slots' bindings.",
     ),
     Patch(
         "[utils] Add the kernel registration API of Python backends",

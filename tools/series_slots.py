@@ -459,3 +459,303 @@ static ska::flat_hash_set<c10::DeviceType>& GetBackendMetaAllowlist() {
 """,
     ),
 ]
+
+_HOOKS_H = "aten/src/ATen/detail/PrivateUse1HooksInterface.h"
+_HOOKS_CPP = "aten/src/ATen/detail/PrivateUse1HooksInterface.cpp"
+_ACCELERATOR_CPP = "aten/src/ATen/DeviceAccelerator.cpp"
+_MODULE_CPP = "torch/csrc/Module.cpp"
+
+#: ATen and torch/csrc: hooks per slot (with the generators they give), the accelerator
+#: over every slot, a storage resized by its own slot's hooks, and the Python names.
+#: Applied after the series' own change to ``at::getAccelerator`` (the explicit choice).
+ATEN_EDITS = [
+    (
+        _HOOKS_H,
+        """\
+TORCH_API bool isPrivateUse1HooksRegistered();
+
+namespace detail {
+
+TORCH_API const at::PrivateUse1HooksInterface& getPrivateUse1Hooks();
+""",
+        """\
+TORCH_API bool isPrivateUse1HooksRegistered();
+
+// The hooks of each private-use device type (c10::is_privateuse_device_type):
+// the PrivateUse1 functions are the PrivateUse1 case. Each slot registers its
+// own hooks once; they implement the same interface.
+TORCH_API void RegisterPrivateUseHooksInterface(
+    c10::DeviceType device_type,
+    at::PrivateUse1HooksInterface* hook_);
+
+TORCH_API bool isPrivateUseHooksRegistered(c10::DeviceType device_type);
+
+namespace detail {
+
+TORCH_API const at::PrivateUse1HooksInterface& getPrivateUse1Hooks();
+
+TORCH_API const at::PrivateUse1HooksInterface& getPrivateUseHooks(
+    c10::DeviceType device_type);
+""",
+    ),
+    (
+        _HOOKS_CPP,
+        """\
+static PrivateUse1HooksInterface* privateuse1_hooks = nullptr;
+static std::mutex _hooks_mutex_lock;
+
+TORCH_API void RegisterPrivateUse1HooksInterface(at::PrivateUse1HooksInterface* hook_) {
+  std::lock_guard<std::mutex> lock(_hooks_mutex_lock);
+  TORCH_CHECK(privateuse1_hooks == nullptr, "PrivateUse1HooksInterface only could be """
+        """registered once.");
+  privateuse1_hooks = hook_;
+}
+
+TORCH_API bool isPrivateUse1HooksRegistered() {
+  return privateuse1_hooks != nullptr;
+}
+
+namespace detail {
+
+TORCH_API const at::PrivateUse1HooksInterface& getPrivateUse1Hooks() {
+  TORCH_CHECK(
+      privateuse1_hooks != nullptr,
+      "Please register PrivateUse1HooksInterface by `RegisterPrivateUse1HooksInterface` first.");
+  return *privateuse1_hooks;
+}
+""",
+        """\
+// The hooks of each private-use slot, PrivateUse1 first.
+static std::array<std::atomic<PrivateUse1HooksInterface*>, c10::kPrivateUseBackendSlots>
+    privateuse_hooks{};
+static std::mutex _hooks_mutex_lock;
+
+static std::atomic<PrivateUse1HooksInterface*>& hooks_of(c10::DeviceType device_type) {
+  TORCH_CHECK(
+      c10::is_privateuse_device_type(device_type),
+      "expected a private-use device type (PrivateUse1, PrivateUse2 or PrivateUse3), but got ",
+      c10::DeviceTypeName(device_type));
+  return privateuse_hooks[static_cast<size_t>(device_type) -
+                          static_cast<size_t>(c10::DeviceType::PrivateUse1)];
+}
+
+TORCH_API void RegisterPrivateUseHooksInterface(
+    c10::DeviceType device_type,
+    at::PrivateUse1HooksInterface* hook_) {
+  auto& hooks = hooks_of(device_type);
+  std::lock_guard<std::mutex> lock(_hooks_mutex_lock);
+  TORCH_CHECK(
+      hooks.load() == nullptr,
+      device_type == c10::kPrivateUse1 ? "PrivateUse1HooksInterface"
+                                       : c10::DeviceTypeName(device_type),
+      " only could be registered once.");
+  hooks.store(hook_);
+}
+
+TORCH_API bool isPrivateUseHooksRegistered(c10::DeviceType device_type) {
+  return hooks_of(device_type).load() != nullptr;
+}
+
+TORCH_API void RegisterPrivateUse1HooksInterface(at::PrivateUse1HooksInterface* hook_) {
+  RegisterPrivateUseHooksInterface(c10::kPrivateUse1, hook_);
+}
+
+TORCH_API bool isPrivateUse1HooksRegistered() {
+  return isPrivateUseHooksRegistered(c10::kPrivateUse1);
+}
+
+namespace detail {
+
+TORCH_API const at::PrivateUse1HooksInterface& getPrivateUseHooks(
+    c10::DeviceType device_type) {
+  auto* hooks = hooks_of(device_type).load();
+  TORCH_CHECK(
+      hooks != nullptr,
+      "Please register PrivateUse1HooksInterface for ",
+      c10::DeviceTypeName(device_type),
+      " by `RegisterPrivateUseHooksInterface` first.");
+  return *hooks;
+}
+
+TORCH_API const at::PrivateUse1HooksInterface& getPrivateUse1Hooks() {
+  TORCH_CHECK(
+      isPrivateUse1HooksRegistered(),
+      "Please register PrivateUse1HooksInterface by `RegisterPrivateUse1HooksInterface` first.");
+  return getPrivateUseHooks(c10::kPrivateUse1);
+}
+""",
+    ),
+    (
+        _HOOKS_CPP,
+        "#include <ATen/detail/PrivateUse1HooksInterface.h>\n",
+        "#include <ATen/detail/PrivateUse1HooksInterface.h>\n\n"
+        "#include <array>\n#include <atomic>\n",
+    ),
+    (
+        "aten/src/ATen/Context.h",
+        """\
+    } else if (opt_device_type == at::kPrivateUse1) {
+      return at::detail::getPrivateUse1Hooks();
+""",
+        """\
+    } else if (
+        opt_device_type.has_value() &&
+        c10::is_privateuse_device_type(*opt_device_type)) {
+      return at::detail::getPrivateUseHooks(*opt_device_type);
+""",
+    ),
+    (
+        "aten/src/ATen/native/Resize.cpp",
+        """\
+  } else if (device_type == at::kPrivateUse1) {
+    at::detail::getPrivateUse1Hooks().resizePrivateUse1Bytes(
+""",
+        """\
+  } else if (c10::is_privateuse_device_type(device_type)) {
+    at::detail::getPrivateUseHooks(device_type).resizePrivateUse1Bytes(
+""",
+    ),
+    (
+        _ACCELERATOR_CPP,
+        """\
+  if (is_privateuse1_backend_registered()) {
+    // We explicitly allow PrivateUse1 and another device at the same time as we
+    // use this for testing. Whenever a PrivateUse1 device is registered, use it
+    // first.
+    return kPrivateUse1;
+  }
+""",
+        """\
+  for (int slot = 1; slot <= c10::kPrivateUseBackendSlots; ++slot) {
+    // We explicitly allow private-use devices and another device at the same
+    // time as we use this for testing. Whenever a private-use device is
+    // registered, use it first; of several, the lowest slot (PrivateUse1
+    // first), unless setCurrentAccelerator chose another.
+    if (c10::is_privateuse_backend_registered(
+            c10::privateuse_device_type(slot))) {
+      return c10::privateuse_device_type(slot);
+    }
+  }
+""",
+    ),
+    (
+        _ACCELERATOR_CPP,
+        """\
+    case at::kPrivateUse1:
+      return true;
+""",
+        """\
+    case at::kPrivateUse1:
+    case at::kPrivateUse2:
+    case at::kPrivateUse3:
+      return true;
+""",
+    ),
+    (
+        _MODULE_CPP,
+        """\
+static PyObject* THModule_get_privateuse1_backend_name(
+    PyObject* _unused,
+    PyObject* arg) {
+  HANDLE_TH_ERRORS
+  return THPUtils_packString(c10::get_privateuse1_backend());
+  END_HANDLE_TH_ERRORS
+}
+""",
+        """\
+static PyObject* THModule_get_privateuse1_backend_name(
+    PyObject* _unused,
+    PyObject* arg) {
+  HANDLE_TH_ERRORS
+  return THPUtils_packString(c10::get_privateuse1_backend());
+  END_HANDLE_TH_ERRORS
+}
+
+// The device type of the private-use slot `slot` (an int from 1 to
+// c10::kPrivateUseBackendSlots) that `function` was given.
+static c10::DeviceType THModule_privateuse_slot(
+    PyObject* slot,
+    const char* function) {
+  TORCH_CHECK_TYPE(
+      THPUtils_checkLong(slot) && !PyBool_Check(slot),
+      function,
+      " expects the slot as an int, but got ",
+      THPUtils_typename(slot));
+  return c10::privateuse_device_type(
+      static_cast<int>(THPUtils_unpackLong(slot)));
+}
+
+static PyObject* THModule_rename_privateuse_backend(
+    PyObject* _unused,
+    PyObject* args) {
+  HANDLE_TH_ERRORS
+  PyObject* slot = nullptr;
+  PyObject* name = nullptr;
+  if (!PyArg_ParseTuple(args, "OO", &slot, &name)) {
+    return nullptr;
+  }
+  const auto device_type =
+      THModule_privateuse_slot(slot, "_rename_privateuse_backend");
+  TORCH_CHECK_TYPE(
+      THPUtils_checkString(name),
+      "_rename_privateuse_backend expects the name as a str, but got ",
+      THPUtils_typename(name));
+  c10::register_privateuse_backend(device_type, THPUtils_unpackString(name));
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+static PyObject* THModule_get_privateuse_backend_name(
+    PyObject* _unused,
+    PyObject* slot) {
+  HANDLE_TH_ERRORS
+  return THPUtils_packString(c10::get_privateuse_backend(
+      THModule_privateuse_slot(slot, "_get_privateuse_backend_name")));
+  END_HANDLE_TH_ERRORS
+}
+
+static PyObject* THModule_privateuse_backend_slots(
+    PyObject* _unused,
+    PyObject* noargs) {
+  return THPUtils_packInt64(c10::kPrivateUseBackendSlots);
+}
+""",
+    ),
+    (
+        _MODULE_CPP,
+        """\
+    {"_get_privateuse1_backend_name",
+     THModule_get_privateuse1_backend_name,
+     METH_NOARGS,
+     nullptr},
+""",
+        """\
+    {"_get_privateuse1_backend_name",
+     THModule_get_privateuse1_backend_name,
+     METH_NOARGS,
+     nullptr},
+    {"_rename_privateuse_backend",
+     THModule_rename_privateuse_backend,
+     METH_VARARGS,
+     nullptr},
+    {"_get_privateuse_backend_name",
+     THModule_get_privateuse_backend_name,
+     METH_O,
+     nullptr},
+    {"_privateuse_backend_slots",
+     THModule_privateuse_backend_slots,
+     METH_NOARGS,
+     nullptr},
+""",
+    ),
+    (
+        "torch/_C/__init__.pyi.in",
+        "def _get_privateuse1_backend_name() -> str: ...\n",
+        """\
+def _get_privateuse1_backend_name() -> str: ...
+def _rename_privateuse_backend(slot: _int, backend: str) -> None: ...
+def _get_privateuse_backend_name(slot: _int) -> str: ...
+def _privateuse_backend_slots() -> _int: ...
+""",
+    ),
+]
