@@ -10,7 +10,7 @@ import types
 import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 
-from torch_acc import registry
+from torch_acc import _compat, record, registry
 
 
 def _module(name):
@@ -90,7 +90,67 @@ class TestRegistry(TestCase):
         self.assertEqual(lines[1], "[2.0, 2.0]")
         self.assertIn("cannot use backend 'npy': PrivateUse1 is bound to backend 'ref'", lines[2])
         self.assertIn("TORCH_ACC_BACKEND=npy", lines[2])
-        self.assertIn("patch series", lines[2])
+        self.assertIn("this torch has one device type for Python backends", lines[2])
+
+    def test_slots_of_a_stock_wheel(self):
+        self.assertFalse(hasattr(torch._C, "_privateuse_backend_slots"))
+        self.assertEqual(_compat.privateuse_backend_slots(), 1)
+        self.assertEqual(record.slots(), ("PrivateUse1",))
+
+    def test_slots_of_a_torch_with_the_series(self):
+        # The series' torch._C answers 3; torch_acc binds the slots it serves, and an error
+        # names every bound backend once they are all taken. Records stand in for setups.
+        out = _run(
+            """
+            import torch
+            from torch_acc import _compat, record
+            torch._C._privateuse_backend_slots = lambda: 3
+            print(_compat.privateuse_backend_slots(), record.slots())
+            for name, slot in (("a", "PrivateUse1"), ("b", "PrivateUse2")):
+                record.get_or_create(name).slot = slot
+            def check(name):
+                try:
+                    record.check_slot(name, "use")
+                    print("free")
+                except RuntimeError as e:
+                    print(e)
+            check("c")
+            check("a")
+            record.SERVED_SLOTS = 3
+            print(record.slots(), sorted(record.bound()))
+            check("c")
+            record.get_or_create("c").slot = "PrivateUse3"
+            check("d")
+            check("b")
+            try:
+                record.check_slot("d", "set up")
+            except RuntimeError as e:
+                print(e)
+            """
+        )
+        lines = out.splitlines()
+        self.assertEqual(lines[0], "3 ('PrivateUse1',)")
+        self.assertIn(
+            "cannot use backend 'c': PrivateUse1 is bound to backend 'a', PrivateUse2 is "
+            "bound to backend 'b', and torch_acc binds Python backends to PrivateUse1 only, of "
+            "the 3 device types this torch has",
+            lines[1],
+        )
+        self.assertEqual(lines[2], "free")
+        self.assertEqual(
+            lines[3], "('PrivateUse1', 'PrivateUse2', 'PrivateUse3') ['PrivateUse1', 'PrivateUse2']"
+        )
+        self.assertEqual(lines[4], "free")
+        self.assertIn(
+            "cannot use backend 'd': PrivateUse1 is bound to backend 'a', PrivateUse2 is bound "
+            "to backend 'b', PrivateUse3 is bound to backend 'c', and this torch has 3 device "
+            "types for Python backends, all bound",
+            lines[5],
+        )
+        self.assertEqual(lines[6], "free")
+        self.assertIn(
+            "cannot set up backend 'd': PrivateUse1 is already held by backend 'a'", lines[7]
+        )
 
     def test_env_var_picks_the_backend(self):
         out = _run(

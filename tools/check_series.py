@@ -483,10 +483,12 @@ PYBIND11_MODULE(_acc_overlay, m) {
 
 
 _ACCELERATOR_HEAD = '''\
-"""Stands in, in the overlay only, for the series' ATen change, which a stock libtorch cannot
+"""Stands in, in the overlay only, for the series' ATen bindings, which a stock libtorch cannot
 get: torch._C._accelerator_setCurrentAccelerator makes torch.accelerator's Python entry points
-report the choice (torch_acc/_patches.py's accelerator_choice, imports rewritten). In-tree,
-at::getAccelerator honours the choice itself, for C++ callers too."""
+report the choice (torch_acc/_patches.py's accelerator_choice, imports rewritten); in-tree,
+at::getAccelerator honours the choice itself, for C++ callers too.
+torch._C._privateuse_backend_slots answers 1: the overlay's libc10 is the wheel's, with
+PrivateUse1 only; in-tree it answers 3."""
 
 import functools
 
@@ -505,6 +507,8 @@ def _set_current_accelerator(device):
 
 if not hasattr(torch._C, "_accelerator_setCurrentAccelerator"):
     torch._C._accelerator_setCurrentAccelerator = _set_current_accelerator
+if not hasattr(torch._C, "_privateuse_backend_slots"):
+    torch._C._privateuse_backend_slots = lambda: 1
 """
 
 
@@ -560,6 +564,8 @@ ns = runpy.run_path(sys.argv[3])
 bad = [n for n, text in facts.items() if ns[n] != eval(text, {"torch": torch})]
 if ns["current_accelerator_setter"]() is not eval(calls["current_accelerator_setter"]):
     bad.append("current_accelerator_setter()")
+if ns["privateuse_backend_slots"]() != eval(calls["privateuse_backend_slots"]):
+    bad.append("privateuse_backend_slots()")
 removed = eval(calls["aten_op_removed"])
 if any(ns["aten_op_removed"](op) != removed for op in ns["REMOVED_ATEN_OPS"]):
     bad.append("aten_op_removed()")

@@ -274,6 +274,8 @@ PY_FACT_CALLS = {
     "aten_op_removed": "False",
     # The series' ATen patch adds the binding.
     "current_accelerator_setter": "torch._C._accelerator_setCurrentAccelerator",
+    # The series' ATen patch binds it (3 slots, with its c10 patch).
+    "privateuse_backend_slots": "torch._C._privateuse_backend_slots()",
 }
 
 #: The base's value of each switch of ``csrc/acc/compat.h``: ``#if`` conditions (``#if X``,

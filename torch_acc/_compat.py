@@ -91,3 +91,13 @@ STREAM_QUERIES_NOEXCEPT = TORCH_VERSION < (2, 7)
 #: with gloo too (``torch.cpu.Stream`` has no ``record_event``). The releases between are not
 #: checked.
 FSDP2_ON_PYTHON_DEVICE = TORCH_VERSION >= (2, 13)
+
+
+def privateuse_backend_slots() -> int:
+    """How many device types the running torch has for backends defined outside it: 1 on
+    every released wheel (PrivateUse1), 3 with the patch series, whose c10 patch adds
+    PrivateUse2 and PrivateUse3 and whose ATen patch binds
+    ``torch._C._privateuse_backend_slots``. Looked up on each call, so that a test can stand
+    in for it."""
+    slots = getattr(torch._C, "_privateuse_backend_slots", None)
+    return 1 if slots is None else slots()

@@ -57,14 +57,14 @@ def set_current_accelerator(device) -> None:
         choice = None
     else:
         registered = record.registered()
-        holder = record.slot_holder()
+        bound = {r.name for r in record.bound().values()}
         if kind in registered:
             registry.use(kind)
         elif kind in _BUILTIN:
             module = getattr(torch, kind, None)
             if module is None or not module.is_available():
                 raise ValueError(f"cannot make {kind} the current accelerator: not available")
-        elif holder is None or kind != holder.name:
+        elif kind not in bound:
             raise ValueError(
                 f"unknown accelerator {kind!r}: expected a registered backend "
                 f"({', '.join(sorted(registered)) or 'none'}), an available built-in "

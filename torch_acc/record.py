@@ -8,8 +8,10 @@ set up; every other module finds it by the backend's device type (:func:`get`), 
 assumes one backend per process.
 
 How many backends can be bound at once is the number of device types a Python backend can
-be bound to, its *slots* (:data:`SLOTS`): a stock PyTorch wheel has one, PrivateUse1.
-:func:`check_slot` is the one place that limit is checked.
+be bound to, its *slots* (:func:`slots`): those the running torch has (one on a stock wheel,
+PrivateUse1; three with the patch series, which adds PrivateUse2 and PrivateUse3) that
+torch_acc serves (:data:`SERVED_SLOTS`). :func:`check_slot` is the one place that limit is
+checked.
 """
 
 import importlib
@@ -20,15 +22,17 @@ from dataclasses import dataclass, field
 
 import torch
 
-from torch_acc import _C
+from torch_acc import _C, _compat
 
 __all__ = [
     "BackendRecord",
     "DEFAULT_NAME",
     "ENV_VAR",
     "IpcFunctions",
+    "PRIVATEUSE_TYPES",
     "Registration",
-    "SLOTS",
+    "SERVED_SLOTS",
+    "bound",
     "check_name",
     "check_slot",
     "check_slot_free",
@@ -39,14 +43,19 @@ __all__ = [
     "registered",
     "set_up",
     "slot_holder",
+    "slots",
 ]
 
 #: The name of PrivateUse1 before a backend renames it.
 DEFAULT_NAME = "privateuseone"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
-#: The device types a Python backend can be bound to: one on a stock wheel.
-SLOTS = ("PrivateUse1",)
+#: The device types of backends defined outside PyTorch, in the order backends take them.
+PRIVATEUSE_TYPES = ("PrivateUse1", "PrivateUse2", "PrivateUse3")
+#: How many of them torch_acc serves. Its C++ core (device guard, hooks, payload tensors, the
+#: kernel bridge) and its ``torch.library`` registrations are written for PrivateUse1, so on a
+#: torch with the patch series PrivateUse2 and PrivateUse3 stay free for other backends.
+SERVED_SLOTS = 1
 #: The environment variable that names the backend a process binds when none is named.
 ENV_VAR = "TORCH_ACC_BACKEND"
 
@@ -93,7 +102,7 @@ class BackendRecord:
     name: str
     #: How the registry binds it; None for a backend set up without being registered.
     registration: Registration | None = None
-    #: The device type it is bound to (one of :data:`SLOTS`), or None: not set up.
+    #: The device type it is bound to (one of :func:`slots`), or None: not set up.
     slot: str | None = None
     #: What setup installed: the device module (``torch.<name>``), hooks and device guard.
     device_module: object = None
@@ -144,10 +153,25 @@ def registered() -> list[str]:
         return [name for name, r in _records.items() if r.registration is not None]
 
 
-def slot_holder(slot: str = SLOTS[0]) -> BackendRecord | None:
+def slots() -> tuple[str, ...]:
+    """The device types a Python backend can be bound to here, in the order they are taken:
+    those of :data:`PRIVATEUSE_TYPES` that the running torch has
+    (:func:`torch_acc._compat.privateuse_backend_slots`) and torch_acc serves
+    (:data:`SERVED_SLOTS`)."""
+    return PRIVATEUSE_TYPES[: min(_compat.privateuse_backend_slots(), SERVED_SLOTS)]
+
+
+def slot_holder(slot: str = PRIVATEUSE_TYPES[0]) -> BackendRecord | None:
     """The record of the backend bound to ``slot``, or None."""
     with _lock:
         return next((r for r in _records.values() if r.slot == slot), None)
+
+
+def bound() -> dict[str, BackendRecord]:
+    """The backends bound to a slot, by slot, in slot order."""
+    with _lock:
+        held = {r.slot: r for r in _records.values() if r.slot is not None}
+    return {slot: held[slot] for slot in PRIVATEUSE_TYPES if slot in held}
 
 
 def privateuse1() -> BackendRecord:
@@ -171,7 +195,7 @@ def set_up(name: str, device_module, hooks, guard) -> BackendRecord:
             for what in _REGISTERED_BEFORE_SETUP:
                 setattr(record, what, getattr(early, what))
         record.device_module, record.hooks, record.guard = device_module, hooks, guard
-        record.slot = SLOTS[0]
+        record.slot = PRIVATEUSE_TYPES[0]
         return record
 
 
@@ -186,23 +210,31 @@ _REGISTERED_BEFORE_SETUP = (
 
 
 def check_slot(name: str, action: str) -> None:
-    """Raises if the backend ``name`` cannot be bound because every slot is held by another
-    backend: the one-slot limit of a stock wheel. ``action`` is what was asked (``"use"``,
+    """Raises if the backend ``name`` cannot be bound because every slot (:func:`slots`) is
+    held by another backend; the error names them. ``action`` is what was asked (``"use"``,
     ``"set up"``), for the message."""
-    holder = slot_holder()
-    if holder is None or holder.name == name:
+    held = bound()
+    available = slots()
+    if any(r.name == name for r in held.values()) or any(s not in held for s in available):
         return
+    verb = "is bound to" if action == "use" else "is already held by"
+    holders = ", ".join(f"{slot} {verb} backend {r.name!r}" for slot, r in held.items())
+    torch_slots = _compat.privateuse_backend_slots()
+    if torch_slots > len(available):
+        limit = (
+            f"torch_acc binds Python backends to {', '.join(available)} only, of the "
+            f"{torch_slots} device types this torch has for backends defined outside it"
+        )
+    elif torch_slots == 1:
+        limit = "this torch has one device type for Python backends"
+    else:
+        limit = f"this torch has {torch_slots} device types for Python backends, all bound"
     if action == "use":
         raise RuntimeError(
-            f"cannot use backend {name!r}: PrivateUse1 is bound to backend {holder.name!r}, "
-            "and this torch has one device type for Python backends. Choose the backend of a "
-            f"process with {ENV_VAR}={name}, or build PyTorch with the torch_acc patch series, "
-            "whose PrivateUse2/PrivateUse3 slots hold more"
+            f"cannot use backend {name!r}: {holders}, and {limit}. Choose the backend of a "
+            f"process with {ENV_VAR}={name}"
         )
-    raise RuntimeError(
-        f"cannot {action} backend {name!r}: PrivateUse1 is already held by backend "
-        f"{holder.name!r} (one Python backend per process on this torch)"
-    )
+    raise RuntimeError(f"cannot {action} backend {name!r}: {holders} ({limit})")
 
 
 def check_slot_free(name: str) -> None:

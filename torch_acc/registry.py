@@ -2,10 +2,10 @@ r"""Several Python backends in one environment: each recorded, and bound when fi
 
 Any number of backends can be *registered* (:func:`register_backend`, typically from a
 ``torch.backends`` entry point, which ``import torch`` loads): registering binds no device type
-and never fails at import. A backend is *bound* to PrivateUse1, the device type stock PyTorch
-lets a Python backend use, when it is first used (:func:`use`, :func:`device`,
-``set_current_accelerator``). A stock wheel has that one slot, so a process binds one
-backend; ``TORCH_ACC_BACKEND=name`` chooses which when none is named.
+and never fails at import. A backend is *bound* to a device type for backends defined outside
+PyTorch, a *slot* (:func:`torch_acc.record.slots`), when it is first used (:func:`use`,
+:func:`device`, ``set_current_accelerator``). A stock wheel has one slot, PrivateUse1, so a
+process binds one backend; ``TORCH_ACC_BACKEND=name`` chooses which when none is named.
 """
 
 import os
@@ -79,9 +79,9 @@ def autoload(name: str, module, *, setup=None) -> None:
 
 
 def backends() -> dict[str, bool]:
-    r"""The registered backends, each with whether it is bound (set up on PrivateUse1)."""
-    holder = record.slot_holder()
-    return {name: holder is not None and name == holder.name for name in record.registered()}
+    r"""The registered backends, each with whether it is bound (set up on a slot)."""
+    bound = {r.name for r in record.bound().values()}
+    return {name: name in bound for name in record.registered()}
 
 
 def backend_module(name: str):
@@ -121,11 +121,13 @@ def _resolve(name: str | None) -> str:
 
 
 def use(name: str | None = None) -> torch.device:
-    r"""Bind the registered backend ``name`` to PrivateUse1 (if it is not yet) and return its
-    device. Without a name: ``TORCH_ACC_BACKEND``, or the only registered backend.
+    r"""Bind the registered backend ``name`` to a free slot (PrivateUse1 on a stock wheel), if
+    it is not yet, and return its device. Without a name: ``TORCH_ACC_BACKEND``, or the only
+    registered backend.
 
-    On a stock torch wheel one Python backend can be bound per process; asking for a second
-    raises a ``RuntimeError`` that names both and the remedies.
+    On a stock torch wheel one Python backend can be bound per process; asking for another
+    once every slot is bound raises a ``RuntimeError`` that names the bound backends and the
+    remedy.
     """
     name = _resolve(name)
     with _lock:
