@@ -3,6 +3,9 @@
 CPU's kernel on CPU payloads, so any difference from CPU is the framework's (issue 18, item 5).
 Random programs, a training step and random operators give CPU's answers exactly."""
 
+import subprocess
+import sys
+
 import torch
 from torch.testing._internal.common_utils import run_tests, TestCase
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -82,6 +85,73 @@ class TestPassthroughOps(TestCase):
         with Record():
             torch.mul(x, 2)
         self.assertEqual(seen, [torch.ops.aten.mul.Tensor])
+
+
+_CPU_PASSTHROUGH = """
+import torch
+import torch_acc
+from torch_acc import library, PrivateUse1Hooks
+from torch_acc.backend_registration import setup_privateuseone_for_python_backend
+from torch_acc.backends import reference
+
+
+class Hooks(PrivateUse1Hooks):
+    def get_new_generator(self, device_index):
+        return reference.CpuGenerator()
+
+
+setup_privateuseone_for_python_backend("cpt", hook=Hooks())
+library.impl_payload(**reference.PAYLOAD_FUNCTIONS)
+calls = []
+
+
+def recording(name):
+    kernel = reference.passthrough_kernel(name)
+
+    def record(*args, **kwargs):
+        calls.append(name)
+        return kernel(*args, **kwargs)
+
+    return record
+
+
+for name in ("empty_strided", "empty.memory_format", "add.Tensor", "add_.Tensor",
+             "bernoulli.p"):
+    library.impl(name, recording(name), cpu_passthrough=True)
+library.impl("mul.Tensor", lambda a, b: a * b, cpu_passthrough=True)
+a = torch.arange(6.0).reshape(2, 3)
+x = a.to("cpt")
+print((x + x[:1]).cpu().equal(a + a[:1]), torch.add(x, 2).cpu().equal(a + 2))
+x.add_(x)
+print(x.cpu().equal(2 * a))
+torch.manual_seed(0)
+print(torch.bernoulli(x, 0.5).shape)
+print(calls)
+n = torch_acc.wrap(a.numpy(), device="cpt")
+try:
+    n * x
+except RuntimeError as e:
+    print(e)
+"""
+
+
+class TestCpuPassthroughKernels(TestCase):
+    def test_the_bridge_runs_cpus_kernel_itself(self):
+        # Kernels registered with cpu_passthrough are not called: the bridge runs CPU's
+        # kernel on the payloads, in place and with a CPU scalar too. An operator that takes a
+        # generator calls its kernel; a payload that is not a CPU tensor is an error naming
+        # the operator.
+        proc = subprocess.run(
+            [sys.executable, "-c", _CPU_PASSTHROUGH], capture_output=True, text=True
+        )
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        lines = proc.stdout.splitlines()
+        self.assertEqual(lines[:4], ["True True", "True", "torch.Size([2, 3])", "['bernoulli.p']"])
+        self.assertIn(
+            "the cpt kernel for aten::mul.Tensor (<lambda>) runs CPU's kernel on payloads that "
+            "are CPU tensors, but got numpy.ndarray for argument 'self'",
+            lines[4],
+        )
 
 
 class TestPassthroughAgreesWithCpu(TestCase):

@@ -28,6 +28,7 @@ from torch_acc.payload import layout as _layout
 
 __all__ = [
     "check_kernels",
+    "cpu_as_strided",
     "declare_fork_safe",
     "functional_overload",
     "impl",
@@ -57,13 +58,20 @@ def _payload_functions() -> dict:
     return _backend().payload_functions
 
 
-def impl(op: str, fn=None):
+def impl(op: str, fn=None, *, cpu_passthrough: bool = False):
     r"""Register ``fn`` as the kernel of the aten overload ``op`` (``"add.Tensor"``).
 
     Usable as a decorator. The kernel receives payloads for tensors on the device, Python
     scalars for CPU scalars, and Python values for everything else, in the operator's
     argument order (keyword-only arguments by keyword). It returns a payload per tensor
     result.
+
+    ``cpu_passthrough=True`` declares that ``fn`` runs the operator's CPU kernel on payloads
+    that are CPU tensors and returns what it returns (a passthrough backend such as
+    ``torch_acc.backends.reference``): the bridge then runs CPU's kernel on the payloads
+    itself, with no Python call, and calls ``fn`` only for operators that take a generator
+    (whose state is the backend's Python object). A payload that is not a CPU tensor is then
+    an error naming the operator.
     """
 
     if not _C.is_python_backend():
@@ -73,7 +81,7 @@ def impl(op: str, fn=None):
         )
 
     def register(f):
-        _C.register_kernel(op, f)
+        _C.register_kernel(op, f, cpu_passthrough=cpu_passthrough)
         return f
 
     return register if fn is None else register(fn)
@@ -110,13 +118,20 @@ def functional_overload(op):
     return None
 
 
+def cpu_as_strided(payload: torch.Tensor, size, stride, storage_offset: int) -> torch.Tensor:
+    r"""``as_strided`` for :func:`impl_payload` of a backend whose payloads are CPU tensors:
+    the view of ``payload`` (offsets relative to its own). Registered, the C++ core makes the
+    views itself, without calling it."""
+    return payload.as_strided(size, stride, payload.storage_offset() + storage_offset)
+
+
 def impl_payload(*, as_strided, to_cpu, from_cpu, copy_into):
     r"""Register the four functions every payload backend provides.
 
     Args:
         as_strided: ``as_strided(payload, size, stride, storage_offset)``, the payload of a
             view (sizes and strides in elements, relative to the payload's own layout), of
-            shape ``size``.
+            shape ``size``; :func:`cpu_as_strided` for payloads that are CPU tensors.
         to_cpu: ``to_cpu(payload)``, a CPU ``torch.Tensor`` with the payload's values, shape
             and dtype.
         from_cpu: ``from_cpu(tensor)``, a new payload with a CPU tensor's values, shape and
@@ -134,7 +149,7 @@ def impl_payload(*, as_strided, to_cpu, from_cpu, copy_into):
     if backend.payload_functions:
         raise RuntimeError("the payload functions of this backend are already registered")
     backend.payload_functions.update(to_cpu=to_cpu, from_cpu=from_cpu, copy_into=copy_into)
-    _C.set_as_strided(_checked_as_strided(as_strided))
+    _C.set_as_strided(_checked_as_strided(as_strided), cpu=as_strided is cpu_as_strided)
     _C.set_copy_into(copy_into)
     lib = torch.library.Library("aten", "IMPL")
     lib.impl("_copy_from", _copy_from, "PrivateUse1")

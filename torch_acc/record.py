@@ -155,9 +155,8 @@ def registered() -> list[str]:
 
 def slots() -> tuple[str, ...]:
     """The device types a Python backend can be bound to here, in the order they are taken:
-    those of :data:`PRIVATEUSE_TYPES` that the running torch has
-    (:func:`torch_acc._compat.privateuse_backend_slots`) and torch_acc serves
-    (:data:`SERVED_SLOTS`)."""
+    those of :data:`PRIVATEUSE_TYPES` that the running torch has (one on a released wheel,
+    three with the patch series) and torch_acc serves (:data:`SERVED_SLOTS`)."""
     return PRIVATEUSE_TYPES[: min(_compat.privateuse_backend_slots(), SERVED_SLOTS)]
 
 

@@ -956,11 +956,15 @@ std::string describe(const at::Tensor& t) {
 // function. Every violation names the operator and the kernel.
 class PythonKernel final : public c10::OperatorKernel {
  public:
-  PythonKernel(py::object fn, const c10::OperatorHandle& op)
+  PythonKernel(
+      py::object fn,
+      const c10::OperatorHandle& op,
+      bool cpu_passthrough)
       : fn_(fn.release().ptr()),
         op_(op),
         name_(op.schema().name()),
-        kernel_name_(qualifiedFunctionName(fn_)) {
+        kernel_name_(qualifiedFunctionName(fn_)),
+        cpu_passthrough_(cpu_passthrough) {
     const auto& schema = op.schema();
     if (!schema.overload_name().empty()) {
       name_ += "." + schema.overload_name();
@@ -988,6 +992,12 @@ class PythonKernel final : public c10::OperatorKernel {
            a.type()->isSubtypeOf(*c10::ListType::ofOptionalTensors()),
            a.alias_info() != nullptr && a.alias_info()->isWrite(),
            a.is_out()});
+      // A generator's state is the backend's Python object: `fn` draws.
+      cpu_passthrough_ =
+          cpu_passthrough_ && args_.back().kind != ValueKind::kGenerator;
+      if (a.name() == "pin_memory") {
+        pin_memory_ = args_.size() - 1;
+      }
     }
     kwnames_ = py::tuple(kwnames).release().ptr();
     nkw_ = static_cast<size_t>(PyTuple_GET_SIZE(kwnames_));
@@ -1057,7 +1067,7 @@ class PythonKernel final : public c10::OperatorKernel {
           call.arg(inputs[i], args_[i].kind, args_[i].optional_tensors));
     }
     c10::DeviceIndex device_index = -1;
-    py::object result = invoke(call, args, device_index);
+    py::object result = invoke(call, args, inputs, device_index);
 
     c10::SmallVector<c10::IValue, 2> outputs;
     const auto results = resultItems(result);
@@ -1091,7 +1101,13 @@ class PythonKernel final : public c10::OperatorKernel {
     size_t i = 0;
     (args.push_back(unboxedArg(call, args_[i++], values)), ...);
     c10::DeviceIndex device_index = -1;
-    const py::object result = invoke(call, args, device_index);
+    const py::object result = cpu_passthrough_
+        ? invoke(
+              call,
+              args,
+              std::array<c10::IValue, sizeof...(Args)>{c10::IValue(values)...},
+              device_index)
+        : invoke(call, args, {}, device_index);
     auto tensor = tensorResult(0, args, result, device_index);
     if (meta) {
       checkAgainstMeta({c10::IValue(tensor)}, *meta);
@@ -1192,12 +1208,19 @@ class PythonKernel final : public c10::OperatorKernel {
   }
 
   // Calls the function with `args`, the converted arguments (generators
-  // filled in here), and sets `device_index` to the device of its results.
+  // filled in here), and sets `device_index` to the device of its results. A
+  // passthrough kernel runs CPU's kernel on the payloads instead, given the
+  // operator's arguments, `inputs`.
   py::object invoke(
       Call& call,
       c10::SmallVector<py::object, 8>& args,
+      c10::ArrayRef<c10::IValue> inputs,
       c10::DeviceIndex& device_index) const {
     device_index = call.deviceIndex();
+    if (cpu_passthrough_) {
+      const KernelTiming timing(kernel_name_, device_index);
+      return passthrough(args, inputs);
+    }
     call.generators(args, device_index, name_.c_str());
     c10::SmallVector<PyObject*, 8> argv;
     argv.reserve(args.size());
@@ -1215,6 +1238,140 @@ class PythonKernel final : public c10::OperatorKernel {
       raiseFromKernel();
     }
     return py::reinterpret_steal<py::object>(raw);
+  }
+
+  // The CPU tensor a payload tensor argument's payload (`payload`, converted
+  // by the call) is; an error for any other payload.
+  at::Tensor payloadTensor(py::handle payload, size_t i) const {
+    if (!THPVariable_Check(payload.ptr()) ||
+        !THPVariable_Unpack(payload.ptr()).device().is_cpu()) {
+      fail(
+          c10::str(
+              "runs CPU's kernel on payloads that are CPU tensors, but got ",
+              typeName(payload),
+              " for argument '",
+              op_.schema().arguments()[i].name(),
+              "'"));
+    }
+    return THPVariable_Unpack(payload.ptr());
+  }
+
+  // A tensor argument of a passthrough call as CPU's kernel takes it: a
+  // payload tensor's payload, anything else (a CPU scalar, an undefined
+  // tensor, a CPU index) as it is. The call has checked the devices.
+  at::Tensor passthroughTensor(
+      const at::Tensor& t,
+      py::handle payload,
+      size_t i) const {
+    return t.defined() && t.is_privateuseone() ? payloadTensor(payload, i) : t;
+  }
+
+  // What the Python kernel of a backend whose payloads are CPU tensors
+  // computes, CPU's kernel on the payloads, without Python: registered with
+  // cpu_passthrough (library.impl). `args` are the call's conversions of
+  // `inputs` (the payloads), the results those the Python kernel would
+  // return.
+  py::object passthrough(
+      c10::ArrayRef<py::object> args,
+      c10::ArrayRef<c10::IValue> inputs) const {
+    torch::jit::Stack stack;
+    stack.reserve(inputs.size());
+    // The out= payloads: CPU's kernel may resize an out= tensor (one the
+    // meta function could not size first), so it gets a view of its own and
+    // the payload keeps its shape.
+    c10::SmallVector<std::pair<size_t, at::Tensor>, 1> outs;
+    for (const auto i : c10::irange(inputs.size())) {
+      const auto& value = inputs[i];
+      if (value.isTensor()) {
+        auto t = passthroughTensor(value.toTensor(), args[i], i);
+        if (args_[i].out && t.defined()) {
+          outs.emplace_back(i, t);
+          t = t.as_strided(t.sizes(), t.strides(), t.storage_offset());
+        }
+        stack.emplace_back(std::move(t));
+      } else if (value.isTensorList()) {
+        const auto items = value.toTensorVector();
+        c10::List<at::Tensor> list;
+        list.reserve(items.size());
+        for (const auto k : c10::irange(items.size())) {
+          list.push_back(passthroughTensor(items[k], args[i][py::int_(k)], i));
+        }
+        stack.emplace_back(std::move(list));
+      } else if (args_[i].optional_tensors && value.isList()) {
+        const auto items = value.toListRef();
+        c10::List<std::optional<at::Tensor>> list;
+        list.reserve(items.size());
+        for (const auto k : c10::irange(items.size())) {
+          if (items[k].isTensor() && items[k].toTensor().defined()) {
+            list.push_back(passthroughTensor(
+                items[k].toTensor(), args[i][py::int_(k)], i));
+          } else {
+            list.push_back(std::nullopt);
+          }
+        }
+        stack.emplace_back(std::move(list));
+      } else if (value.isDevice()) {
+        stack.emplace_back(c10::Device(c10::kCPU));
+      } else if (pin_memory_ == i) {
+        stack.emplace_back();
+      } else {
+        stack.push_back(value);
+      }
+    }
+    {
+      // The payloads are plain CPU tensors: a dispatch mode the caller
+      // entered saw the operator on the device already, and must not see it
+      // (or what CPU's kernel calls) again on the CPU.
+      const c10::impl::ExcludeDispatchKeyGuard no_modes(
+          c10::DispatchKeySet(
+              {c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+      op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
+    }
+    c10::SmallVector<py::object, 2> results;
+    for (const auto j : c10::irange(returns_.size())) {
+      results.push_back(passthroughResult(j, std::move(stack[j]), args, outs));
+    }
+    if (results.size() == 1) {
+      return std::move(results[0]);
+    }
+    py::tuple tuple(results.size());
+    for (const auto j : c10::irange(results.size())) {
+      tuple[j] = std::move(results[j]);
+    }
+    return std::move(tuple);
+  }
+
+  // Result `j` of CPU's kernel as the Python kernel returns it: a payload
+  // per tensor (an in-place result is its argument's payload, an out= result
+  // the given payload unless CPU's kernel resized it), Python values for the
+  // rest.
+  py::object passthroughResult(
+      size_t j,
+      c10::IValue value,
+      c10::ArrayRef<py::object> args,
+      c10::ArrayRef<std::pair<size_t, at::Tensor>> outs) const {
+    const auto wrapped = [](at::Tensor t) {
+      return t.defined()
+          ? py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(t)))
+          : py::none();
+    };
+    if (value.isTensor()) {
+      auto t = std::move(value).toTensor();
+      for (const auto& [i, payload] : outs) {
+        if (returns_[j].aliased == i && t.sizes().equals(payload.sizes())) {
+          return args[i];
+        }
+      }
+      return wrapped(std::move(t));
+    }
+    if (value.isTensorList()) {
+      py::list list;
+      for (auto& t : value.toTensorVector()) {
+        list.append(wrapped(std::move(t)));
+      }
+      return std::move(list);
+    }
+    return torch::jit::toPyObject(std::move(value));
   }
 
   // Re-raises the Python error the kernel raised as one that names the
@@ -1437,6 +1594,11 @@ class PythonKernel final : public c10::OperatorKernel {
   std::string name_;
   // The kernel's name in the profiler's traces.
   std::string kernel_name_;
+  // Whether CPU's kernel runs on the payloads instead of `fn` (passthrough()):
+  // asked for at registration, and the operator takes no generator.
+  bool cpu_passthrough_;
+  // The index of a `pin_memory` argument, which CPU's kernel gets as None.
+  std::optional<size_t> pin_memory_;
   PyObject* kwnames_;
   size_t nkw_;
   bool has_out_ = false;
@@ -1528,9 +1690,13 @@ void unboxedFor(
 // The kernel of a Python function for an operator: unboxed (which boxed
 // callers reach through torch's unboxing wrapper) for a signature above,
 // else boxed.
-torch::CppFunction makeKernel(py::object fn, const c10::OperatorHandle& op) {
+torch::CppFunction makeKernel(
+    py::object fn,
+    const c10::OperatorHandle& op,
+    bool cpu_passthrough) {
   const auto& schema = op.schema();
-  auto python = std::make_unique<PythonKernel>(std::move(fn), op);
+  auto python =
+      std::make_unique<PythonKernel>(std::move(fn), op, cpu_passthrough);
   if (functional(schema)) {
     std::optional<torch::CppFunction> kernel;
     std::apply(
@@ -1618,7 +1784,10 @@ bool setCheckKernels(bool enabled) {
   return check_kernels.exchange(enabled);
 }
 
-void registerKernel(const std::string& name, py::object fn) {
+void registerKernel(
+    const std::string& name,
+    py::object fn,
+    bool cpu_passthrough) {
   const auto handle = findAtenOp(name);
   TORCH_CHECK_VALUE(
       handle.has_value(),
@@ -1627,7 +1796,8 @@ void registerKernel(const std::string& name, py::object fn) {
       name,
       "'");
   newLibrary().impl(
-      qualifiedAtenName(name).c_str(), makeKernel(std::move(fn), *handle));
+      qualifiedAtenName(name).c_str(),
+      makeKernel(std::move(fn), *handle, cpu_passthrough));
 }
 
 void setFallback(py::object fn) {

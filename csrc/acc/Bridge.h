@@ -26,7 +26,13 @@ bool setCheckKernels(bool enabled);
 
 // Registers `fn` as the PrivateUse1 kernel of the aten operator `name`
 // ("add.Tensor", "aten::mm"); kernels receive payloads and return payloads.
-void registerKernel(const std::string& name, py::object fn);
+// With `cpu_passthrough`, `fn` declares that it runs CPU's kernel of the
+// operator on payloads that are CPU tensors: the bridge then does so itself,
+// without calling it, unless the operator takes a generator.
+void registerKernel(
+    const std::string& name,
+    py::object fn,
+    bool cpu_passthrough = false);
 
 // Installs the PrivateUse1 fallback for operators without a kernel: it calls
 // `fn(op_name, overload_name, args, kwargs)` with tensors (not payloads).

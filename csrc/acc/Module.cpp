@@ -537,18 +537,25 @@ void initBindings(PyObject* module) {
       &registerKernel,
       py::arg("name"),
       py::arg("fn"),
+      py::kw_only(),
+      py::arg("cpu_passthrough") = false,
       "Registers `fn`, which takes and returns payloads, as the PrivateUse1 "
-      "kernel of an aten operator overload.");
+      "kernel of an aten operator overload. With cpu_passthrough, `fn` runs "
+      "CPU's kernel on payloads that are CPU tensors, and the bridge does "
+      "that itself unless the operator takes a generator.");
 
   m.def(
       "set_as_strided",
-      [](py::object fn) {
-        setViewFunction(std::move(fn));
+      [](py::object fn, bool cpu) {
+        setViewFunction(std::move(fn), cpu);
         registerViewKernels();
       },
       py::arg("fn"),
+      py::kw_only(),
+      py::arg("cpu") = false,
       "Sets the backend's as_strided(payload, size, stride, storage_offset) "
-      "and registers the view kernels that rely on it.");
+      "and registers the view kernels that rely on it. With cpu, `fn` is "
+      "CPU's as_strided on CPU tensor payloads, which the core runs itself.");
 
   m.def(
       "set_copy_into",

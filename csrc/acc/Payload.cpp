@@ -18,6 +18,8 @@ namespace {
 // released, so nothing touches Python at shutdown).
 PyObject* view_fn = nullptr;
 PyObject* copy_fn = nullptr;
+// Whether view_fn is CPU's as_strided on CPU tensor payloads.
+bool view_fn_cpu = false;
 
 // Attribute names a payload is asked for, interned once: the string-taking
 // attribute functions would make a new string object on every call.
@@ -495,8 +497,19 @@ py::object materialize(const at::Tensor& tensor) {
       " backend has no as_strided function, so views of its tensors cannot "
       "be given to its kernels; register one with "
       "torch_acc.library.impl_payload(as_strided=...)");
+  py::object whole = slot.get();
+  if (view_fn_cpu && THPVariable_Check(whole.ptr())) {
+    // What view_fn computes, without a Python call: a view is a payload for
+    // each kernel it is given to.
+    const auto& payload = THPVariable_Unpack(whole.ptr());
+    return py::reinterpret_steal<py::object>(
+        THPVariable_Wrap(payload.as_strided(
+            tensor.sizes(),
+            tensor.strides(),
+            payload.storage_offset() + tensor.storage_offset())));
+  }
   return py::handle(view_fn)(
-      slot.get(),
+      whole,
       py::tuple(py::cast(tensor.sizes().vec())),
       py::tuple(py::cast(tensor.strides().vec())),
       tensor.storage_offset());
@@ -507,9 +520,10 @@ void setCopyFunction(py::object fn) {
   copy_fn = fn.release().ptr();
 }
 
-void setViewFunction(py::object fn) {
+void setViewFunction(py::object fn, bool cpu) {
   TORCH_CHECK(view_fn == nullptr, "as_strided is already set for this backend");
   view_fn = fn.release().ptr();
+  view_fn_cpu = cpu;
 }
 
 } // namespace torch::acc

@@ -87,7 +87,9 @@ void bindPayload(const at::Tensor& tensor, py::handle payload);
 void setCopyFunction(py::object fn);
 
 // Sets the backend function `as_strided(payload, size, stride, storage_offset)`
-// that makes the payload of a view.
-void setViewFunction(py::object fn);
+// that makes the payload of a view. `cpu`: `fn` is CPU's as_strided on
+// payloads that are CPU tensors (library.cpu_as_strided), which the core then
+// runs itself for such payloads, without calling `fn`.
+void setViewFunction(py::object fn, bool cpu = false);
 
 } // namespace torch::acc

@@ -223,10 +223,6 @@ def passthrough_kernel(name: str):
     return kernel
 
 
-def _as_strided(payload, size, stride, offset):
-    return payload.as_strided(size, stride, payload.storage_offset() + offset)
-
-
 def _to_cpu(payload):
     return payload
 
@@ -242,7 +238,7 @@ def _copy_into(dst, src):
 #: The payload functions (``library.impl_payload``) of a backend whose payloads are CPU
 #: tensors.
 PAYLOAD_FUNCTIONS = {
-    "as_strided": _as_strided,
+    "as_strided": library.cpu_as_strided,
     "to_cpu": _to_cpu,
     "from_cpu": _from_cpu,
     "copy_into": _copy_into,
@@ -258,7 +254,9 @@ def setup() -> str:
     if not _registered:
         library.impl_payload(**PAYLOAD_FUNCTIONS)
         for name in passthrough_ops():
-            library.impl(name, passthrough_kernel(name))
+            # The bridge runs CPU's kernel itself, and calls the Python kernel only for the
+            # operators that take a generator.
+            library.impl(name, passthrough_kernel(name), cpu_passthrough=True)
         library.impl_element_size_views(lambda payload, dtype: payload.view(dtype))
         # Its payloads are CPU tensors and its kernels CPU's: a forked child uses them as it
         # uses CPU tensors.
