@@ -167,6 +167,19 @@ class TestJaxOps(TestCase):
         with self.assertRaisesRegex(RuntimeError, "0-dimension value tensor"):
             torch.zeros(2, device="jax").fill_(torch.ones(2, device="jax"))
 
+    def test_kernels_get_conjugate_and_negative_views_resolved(self):
+        """A backend's ``clone`` kernel gets conjugate and negative views through PyTorch's
+        fallbacks with their bits set; the bridge resolves them by a copy. It used to resolve
+        them by ``resolve_conj``, which clones: the same kernel again, without end (a stack
+        overflow, found by the OpInfo run through ``fft.hfft``)."""
+        x = torch.randn(3, dtype=torch.cfloat)
+        y = x.to("jax")
+        self.assertEqual(y.conj().clone().cpu(), x.conj())
+        self.assertEqual(y.conj().neg().clone().cpu(), x.conj().neg())
+        self.assertEqual((y.conj() * 2).cpu(), x.conj() * 2)
+        with self.assertRaisesRegex(NotImplementedError, "aten._fft_c2r.default has no kernel"):
+            torch.fft.hfft(torch.randn(5, 6, 7, device="jax"), n=10, dim=1)
+
 
 def _mlp():
     torch.manual_seed(0)

@@ -11,10 +11,9 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/isclose.h>
-#include <ATen/ops/resolve_conj.h>
-#include <ATen/ops/resolve_neg.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/irange.h>
 #include <c10/util/strides.h>
@@ -194,6 +193,13 @@ class Call {
       device_ = value.toDevice();
     }
     return toPython(kind, value);
+  }
+
+  // What arg() records of a value it does not convert: a `device` argument.
+  void noteDevice(const c10::IValue& value) {
+    if (value.isDevice()) {
+      device_ = value.toDevice();
+    }
   }
 
   py::object indexArg(const at::Tensor& t) {
@@ -1063,6 +1069,12 @@ class PythonKernel final : public c10::OperatorKernel {
           continue;
         }
       }
+      if (cpu_passthrough_ && !holdsTensors(inputs[i], args_[i])) {
+        // CPU's kernel takes the value as it is: no Python value is made.
+        call.noteDevice(inputs[i]);
+        args.push_back(py::none());
+        continue;
+      }
       args.push_back(
           call.arg(inputs[i], args_[i].kind, args_[i].optional_tensors));
     }
@@ -1099,7 +1111,8 @@ class PythonKernel final : public c10::OperatorKernel {
     c10::SmallVector<py::object, 8> args;
     args.reserve(sizeof...(Args));
     size_t i = 0;
-    (args.push_back(unboxedArg(call, args_[i++], values)), ...);
+    (args.push_back(unboxedArg(call, args_[i++], values, cpu_passthrough_)),
+     ...);
     c10::DeviceIndex device_index = -1;
     const py::object result = cpu_passthrough_
         ? invoke(
@@ -1198,13 +1211,28 @@ class PythonKernel final : public c10::OperatorKernel {
   static py::object unboxedArg(
       Call& call,
       const Arg& /*arg*/,
-      const at::Tensor& t) {
+      const at::Tensor& t,
+      bool /*cpu_passthrough*/) {
     return call.tensorArg(t);
   }
 
+  // The signatures unboxed take no device, tensor list or generator: a
+  // passthrough call converts none of their other values.
   template <class T>
-  static py::object unboxedArg(Call& call, const Arg& arg, const T& value) {
-    return call.arg(c10::IValue(value), arg.kind, arg.optional_tensors);
+  static py::object unboxedArg(
+      Call& call,
+      const Arg& arg,
+      const T& value,
+      bool cpu_passthrough) {
+    return cpu_passthrough
+        ? py::none()
+        : call.arg(c10::IValue(value), arg.kind, arg.optional_tensors);
+  }
+
+  // Whether an argument's value holds tensors (a tensor, a tensor list).
+  static bool holdsTensors(const c10::IValue& value, const Arg& arg) {
+    return value.isTensor() || value.isTensorList() ||
+        (arg.optional_tensors && value.isList());
   }
 
   // Calls the function with `args`, the converted arguments (generators
@@ -1777,7 +1805,16 @@ void checkCopyOverlap(const at::Tensor& dst, const at::Tensor& src) {
 }
 
 at::Tensor resolveBits(const at::Tensor& t) {
-  return at::resolve_neg(at::resolve_conj(t));
+  if (!t.is_conj() && !t.is_neg()) {
+    return t;
+  }
+  // A copy into a tensor without the bits, not resolve_conj/resolve_neg:
+  // those clone, and the conjugate and negative fallbacks let clone through
+  // to the backend's kernel with the bits set, whose arguments the bridge
+  // would resolve again, without end. copy_ resolves them (_copy_from).
+  auto plain = at::empty_like(t);
+  plain.copy_(t);
+  return plain;
 }
 
 bool setCheckKernels(bool enabled) {
