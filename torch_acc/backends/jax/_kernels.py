@@ -432,6 +432,38 @@ def _to_copy(
     return jnp.array(x, dtype=_dtype(dtype), copy=True)
 
 
+def _fft_scale(y, sizes, normalization):
+    """``y`` scaled as ATen's FFT ``normalization`` says: 0 none, 1 by ``1/sqrt(n)``, 2 by
+    ``1/n``, where ``n`` is the number of points of the transformed signal."""
+    n = math.prod(sizes)
+    if normalization == 0 or n == 0:
+        return y
+    return y * jnp.asarray(1 / (math.sqrt(n) if normalization == 1 else n), y.real.dtype)
+
+
+def _fft_r2c(x, dim, normalization, onesided):
+    sizes = [x.shape[d] for d in dim]
+    y = jnp.fft.rfftn(x, axes=dim) if onesided else jnp.fft.fftn(x, axes=dim)
+    return _fft_scale(y.astype(_complex_of(x.dtype)), sizes, normalization)
+
+
+def _fft_c2c(x, dim, normalization, forward):
+    # Both directions unscaled ("forward" scales the forward transform, none the inverse).
+    y = (jnp.fft.fftn(x, axes=dim) if forward
+         else jnp.fft.ifftn(x, axes=dim, norm="forward"))
+    return _fft_scale(y.astype(x.dtype), [x.shape[d] for d in dim], normalization)
+
+
+def _fft_c2r(x, dim, normalization, last_dim_size):
+    sizes = [x.shape[d] for d in dim[:-1]] + [last_dim_size]
+    y = jnp.fft.irfftn(x, s=sizes, axes=dim, norm="forward")
+    return _fft_scale(y.astype(x.real.dtype), sizes, normalization)
+
+
+def _complex_of(dtype):
+    return jnp.complex128 if dtype == jnp.float64 else jnp.complex64
+
+
 def _clone(x, *, memory_format=None):
     return x
 
@@ -1313,6 +1345,9 @@ LOWERINGS = {
     "nanmedian.default": lambda x: _median(x, ignore_nan=True),
     "masked_select.default": _masked_select,
     "masked_scatter.default": _masked_scatter,
+    "_fft_r2c.default": _fft_r2c,
+    "_fft_c2c.default": _fft_c2c,
+    "_fft_c2r.default": _fft_c2r,
     "_cdist_forward.default": _cdist,
     "_cdist_backward.default": _cdist_backward,
     "diagonal_scatter.default": _diagonal_scatter,
