@@ -296,7 +296,8 @@ at::Tensor distinctValues(int64_t n, c10::ScalarType dtype) {
   return at::arange(n, at::kLong).remainder_(7).add_(1).to(dtype);
 }
 
-// Runs `op` boxed below `key` on a stack of stand-ins. A boxed call of an
+// Runs `op` boxed below `key` on a stack of stand-ins (or of any arguments
+// the stack holds the only references to). A boxed call of an
 // unboxed kernel that returns references (the out= tensors of an overload with
 // several returns, such as linalg_lstsq.out) drops its arguments from the stack
 // before it pushes the references on torch 2.6: where the stack holds the only
@@ -1353,7 +1354,13 @@ class PythonKernel final : public c10::OperatorKernel {
       const c10::impl::ExcludeDispatchKeyGuard no_modes(
           c10::DispatchKeySet(
               {c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
-      op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
+      if (outs.empty()) {
+        op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
+      } else {
+        // The stack holds the only references to the out= views, which torch
+        // 2.6 drops before it pushes them back as results: kept alive.
+        redispatchOnStandIns(op_, c10::DispatchKey::CPU, &stack);
+      }
     }
     c10::SmallVector<py::object, 2> results;
     for (const auto j : c10::irange(returns_.size())) {
