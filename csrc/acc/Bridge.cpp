@@ -189,13 +189,12 @@ class Call {
       }
       return std::move(out);
     }
-    if (value.isDevice()) {
-      device_ = value.toDevice();
-    }
+    noteDevice(value);
     return toPython(kind, value);
   }
 
-  // What arg() records of a value it does not convert: a `device` argument.
+  // What arg() records of a value that holds no tensor: a `device` argument
+  // (the results' device where no tensor says it).
   void noteDevice(const c10::IValue& value) {
     if (value.isDevice()) {
       device_ = value.toDevice();
